@@ -1,0 +1,45 @@
+# Each target bootstraps .venv itself: a fresh machine needs only python3 (3.11) and pip.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test gate bench bench-save bench-compare eval index-status clean
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	touch $@
+
+serve: $(STAMP)
+	$(BIN)/rag-contract serve
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+gate: $(STAMP)
+	$(BIN)/python -m pytest -m gate -v
+
+eval: $(STAMP)
+	$(BIN)/rag-contract eval --quiet
+
+index-status: $(STAMP)
+	$(BIN)/rag-contract index-status
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest tests/bench_*.py --benchmark-only
+
+# Refresh the committed baseline (run on a quiet machine, commit eval/benchmarks/).
+bench-save: $(STAMP)
+	$(BIN)/python -m pytest tests/bench_*.py --benchmark-only --benchmark-save=baseline
+
+# What a pull request runs: compare against the committed baseline; fail on a median
+# more than 100% slower (shared runners are noisy; the regressions worth catching are not).
+bench-compare: $(STAMP)
+	$(BIN)/python -m pytest tests/bench_*.py --benchmark-only --benchmark-compare \
+		--benchmark-compare-fail=median:100% --benchmark-columns=min,median,max,rounds
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,57 @@
+"""The committed project on disk, loaded once: thresholds, corpus, question set, paths.
+
+Every presenter (CLI, HTTP app, gate) starts from ``load_project(root)``; each loader
+underneath refuses bad input naming the file or key and the rule, so a broken checkout fails
+here, at load, rather than in the middle of a request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .chunking import ChunkParams
+from .corpus import Corpus, load_corpus
+from .lifecycle import Paths
+from .questions import QuestionSet, load_questions
+from .thresholds import Thresholds, load_thresholds
+
+
+@dataclass(frozen=True)
+class Project:
+    paths: Paths
+    thresholds: Thresholds
+    corpus: Corpus
+    questions: QuestionSet
+
+    @property
+    def chunk_params(self) -> ChunkParams:
+        return ChunkParams(self.thresholds.index.chunk_words, self.thresholds.index.chunk_overlap)
+
+    def with_questions(self, path: Path) -> "Project":
+        return Project(self.paths, self.thresholds, self.corpus, read_questions(path, self.corpus))
+
+
+def read_questions(path: Path, corpus: Corpus) -> QuestionSet:
+    by_id = corpus.by_id()
+    return load_questions(path, set(by_id), lambda s: by_id[s].text)
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The nearest directory at or above ``start`` holding corpus/manifest.yaml."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "corpus" / "manifest.yaml").is_file() and (d / "eval").is_dir():
+            return d
+    raise FileNotFoundError("no rag-contract project (corpus/manifest.yaml) at or above the current directory")
+
+
+def load_project(root: Path | None = None, questions: Path | None = None, thresholds: Path | None = None) -> Project:
+    paths = Paths(Path(root) if root else find_root())
+    corpus = load_corpus(paths.corpus)
+    return Project(
+        paths=paths,
+        thresholds=load_thresholds(thresholds or paths.thresholds),
+        corpus=corpus,
+        questions=read_questions(questions or paths.questions, corpus),
+    )
