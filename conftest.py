@@ -1,0 +1,37 @@
+"""Shared fixtures for the project's own tests (the gate plugin is separate: pytest_ragcontract)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def project():
+    from rag_contract.project import load_project
+
+    return load_project(ROOT)
+
+
+@pytest.fixture(scope="session")
+def index(project):
+    from rag_contract.index import load_index
+
+    return load_index(project.paths.index)
+
+
+@pytest.fixture(autouse=True)
+def _no_api_keys(monkeypatch):
+    """No test may reach a paid API: keys are scrubbed from every test's environment."""
+    for key in list(os.environ):
+        if key.endswith("_API_KEY"):
+            monkeypatch.delenv(key)
