@@ -226,6 +226,8 @@ def read_meta(directory: Path) -> dict:
     need = {"format", "version", "corpus_fingerprint", "embedder", "embedder_identity", "chunking", "files"}
     if not isinstance(meta, dict) or not need <= set(meta):
         raise IndexLoadError(f"meta.json: must hold the keys {sorted(need)}")
+    if not isinstance(meta["files"], dict):
+        raise IndexLoadError("meta.json: 'files' must map each index file to its sha256")
     if meta["format"] != FORMAT:
         raise IndexLoadError(f"meta.json: format {meta['format']!r}, this code reads format {FORMAT}")
     return meta

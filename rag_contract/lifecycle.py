@@ -158,6 +158,7 @@ class Registry:
     def __init__(self, index: Index | None = None, load_error: str | None = None):
         self._index = index
         self.load_error = load_error
+        self.reload_error: str | None = None
 
     def acquire(self) -> Index | None:
         return self._index
@@ -167,9 +168,17 @@ class Registry:
         self.load_error = None
 
     def reload(self, directory: Path, load: Callable[[Path], Index] = load_index) -> Index:
-        """Load first, swap second: a broken index raises here and the good one stays."""
-        index = load(directory)
+        """Load first, swap second: a broken index raises here and the good one stays.
+
+        The failure is kept in ``reload_error`` so /health can say why a rebuild is not served.
+        """
+        try:
+            index = load(directory)
+        except Exception as exc:
+            self.reload_error = f"{type(exc).__name__}: {exc}"
+            raise
         self.install(index)
+        self.reload_error = None
         return index
 
     @classmethod

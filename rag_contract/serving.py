@@ -1,0 +1,213 @@
+"""The served app, assembled from the project on disk, and ``serve`` (uvicorn).
+
+Contract: ``build_served_app(root, clock, rate_store)`` loads the project (a broken corpus,
+question set or thresholds file raises here: a broken checkout does not start), then the
+index with ``Registry.at_startup``: a missing or unloadable index does NOT stop the process;
+answers are then no_context (503, no version) and ``/health`` says what is wrong. Two
+services share the one registry:
+
+- the fixed questions: ``FixtureDrafter`` over ``eval/fixtures/drafts`` and the committed
+  question vector (``committed_vector``);
+- free text (``POST /ask``): ``ExtractiveDrafter`` with the thresholds' confidence and claim
+  count, and a query vector from the local embedder, warmed at startup so the first
+  question does not pay the model load (~0.3 s) against a 150 ms deadline.
+
+``/health`` reads a ``StatusCache``: it re-hashes the corpus only when an input file's size
+or mtime moved. The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless
+one is passed: with several workers or instances, pass a shared ``RedisStore`` or each one
+limits on its own). ``app_for_probe`` is the same assembly for the gate's limiter probe;
+``serve`` runs it with uvicorn (``rag-contract serve``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from starlette.applications import Starlette
+
+from .answering import QueryVector, Service
+from .app import create_app
+from .drafting import Drafter, ExtractiveDrafter, FixtureDrafter
+from .embedding import LocalEmbedder
+from .index import Index
+from .lifecycle import Registry, StatusCache
+from .project import Project, find_root, load_project
+from .ratelimit import BucketStore, MemoryStore, RedisStore
+from .thresholds import Thresholds
+
+# Set by ``serve`` for its worker processes only; not settings anyone else reads.
+ROOT_ENV = "RAG_CONTRACT_ROOT"
+REDIS_ENV = "RAG_CONTRACT_WORKER_REDIS_URL"
+DEFAULT_PORT = 8000
+
+
+def drafts_dir(root: Path) -> Path:
+    return Path(root) / "eval" / "fixtures" / "drafts"
+
+
+def embedded_vector(embedder: LocalEmbedder) -> QueryVector:
+    """Free text: the local embedder's vector (the index is not consulted for it)."""
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        return embedder.embed_one(text)
+
+    return query_vector
+
+
+def committed_vector(embedder: LocalEmbedder) -> QueryVector:
+    """A fixed question: the vector committed in the acquired index (``stored_vector``).
+
+    A question added to eval/questions.yaml after the index was built has none; it is
+    embedded locally instead of failing the request (``/health`` reports the question set
+    as changed until the index is rebuilt).
+    """
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        vec = index.question_vectors.get(text)
+        return vec if vec is not None else embedder.embed_one(text)
+
+    return query_vector
+
+
+def extractive_drafter(thresholds: Thresholds) -> ExtractiveDrafter:
+    d = thresholds.drafting
+    return ExtractiveDrafter(d.extractive_min_confidence, d.extractive_max_claims)
+
+
+def build_services(
+    registry: Registry,
+    thresholds: Thresholds,
+    *,
+    fixture_drafter: Drafter,
+    ask_drafter: Drafter,
+    embedder: LocalEmbedder,
+    clock: Callable[[], float],
+) -> tuple[Service, Service]:
+    """(fixed-question service, free-text service), both over ``registry``."""
+    fixed = Service(registry, thresholds, fixture_drafter, clock, committed_vector(embedder))
+    free = Service(registry, thresholds, ask_drafter, clock, embedded_vector(embedder))
+    return fixed, free
+
+
+def assemble(
+    project: Project,
+    registry: Registry,
+    *,
+    clock: Callable[[], float],
+    rate_clock: Callable[[], float],
+    rate_store: BucketStore,
+    status: Callable[[], Mapping[str, Any]],
+    embedder: LocalEmbedder | None = None,
+) -> Starlette:
+    """The served app over an already loaded project and registry (no I/O beyond that)."""
+    embedder = embedder or LocalEmbedder()
+    fixed, free = build_services(
+        registry,
+        project.thresholds,
+        fixture_drafter=FixtureDrafter(drafts_dir(project.paths.root)),
+        ask_drafter=extractive_drafter(project.thresholds),
+        embedder=embedder,
+        clock=clock,
+    )
+    return create_app(
+        registry=registry,
+        fixture_service=fixed,
+        ask_service=free,
+        questions=project.questions,
+        thresholds=project.thresholds,
+        status=status,
+        clock=rate_clock,
+        rate_store=rate_store,
+        warmup=lambda: embedder.embed_one("warm up"),
+    )
+
+
+def build_served_app(
+    root: Path,
+    clock: Callable[[], float] = time.perf_counter,
+    rate_store: BucketStore | None = None,
+    rate_clock: Callable[[], float] | None = None,
+) -> Starlette:
+    """The app ``rag-contract serve`` runs, from the project at ``root``.
+
+    ``clock`` times requests against the deadline and, unless ``rate_clock`` is given,
+    drives the rate limiter too. A store shared between processes (``RedisStore``) needs
+    a clock they share: pass ``rate_clock=time.time`` with it.
+    """
+    project = load_project(Path(root))
+    registry = Registry.at_startup(project.paths.index)
+    cache = StatusCache(project.paths)
+    return assemble(
+        project,
+        registry,
+        clock=clock,
+        rate_clock=rate_clock or clock,
+        rate_store=rate_store if rate_store is not None else MemoryStore(),
+        status=lambda: cache.get().as_dict(),
+    )
+
+
+def app_for_probe(project: Project, index: Index | None, clock: Callable[[], float]) -> Starlette:
+    """The served app for ``ratelimit.probe`` (the gate): the same assembly and middleware,
+    with the probe's frozen ``clock`` driving the limiter over a fresh in-memory store."""
+    cache = StatusCache(project.paths)
+    return assemble(
+        project,
+        Registry(index),
+        clock=time.perf_counter,
+        rate_clock=clock,
+        rate_store=MemoryStore(),
+        status=lambda: cache.get().as_dict(),
+    )
+
+
+def _store(redis_url: str | None) -> tuple[BucketStore, Callable[[], float]]:
+    # Buckets shared through redis are compared across processes: wall-clock time, which they
+    # share; in memory, the monotonic clock.
+    if redis_url:
+        return RedisStore.from_url(redis_url), time.time
+    return MemoryStore(), time.monotonic
+
+
+def served_app_from_env() -> Starlette:
+    """uvicorn factory for worker processes: the root and redis URL ``serve`` was given."""
+    root = os.environ.get(ROOT_ENV)
+    store, rate_clock = _store(os.environ.get(REDIS_ENV))
+    return build_served_app(Path(root) if root else find_root(), rate_store=store, rate_clock=rate_clock)
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    workers: int = 1,
+    redis_url: str | None = None,
+    root: Path | None = None,
+) -> None:
+    """Run the served app with uvicorn until interrupted. ``port`` defaults to $PORT, else 8000.
+
+    Rate-limit buckets live in redis when ``redis_url`` is given (shared by every worker and
+    instance), else in memory, per process: with ``workers > 1`` and no redis, each worker
+    grants the full allowance on its own. ``proxy_headers`` is off: uvicorn would otherwise
+    rewrite the client address from X-Forwarded-For, and the rate limiter alone decides
+    which of those entries to trust (``rate_limit.trusted_proxy_hops``).
+    """
+    import uvicorn
+
+    if port is None:
+        port = int(os.environ.get("PORT") or DEFAULT_PORT)
+    root = Path(root) if root else find_root()
+    common: dict[str, Any] = dict(host=host, port=port, proxy_headers=False, server_header=False)
+    if workers <= 1:
+        store, rate_clock = _store(redis_url)
+        uvicorn.run(build_served_app(root, rate_store=store, rate_clock=rate_clock), **common)
+        return
+    # Several workers need an import string; each worker builds its own app from these.
+    os.environ[ROOT_ENV] = str(root)
+    if redis_url:
+        os.environ[REDIS_ENV] = redis_url
+    uvicorn.run("rag_contract.serving:served_app_from_env", factory=True, workers=workers, **common)

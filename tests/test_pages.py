@@ -1,0 +1,357 @@
+"""The HTML pages: states, withdrawn claims with their rule, working links, nothing external.
+
+Every page rendered here is parsed: each ``src``/``href``/``action`` must be relative or
+same-origin, the stylesheet must import nothing, the viewport meta must be there, and every
+link on a question page is followed and must answer 200.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from starlette.testclient import TestClient
+
+from rag_contract.answering import Service, consult, stored_vector
+from rag_contract.app import create_app
+from rag_contract.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
+from rag_contract.embedding import LocalEmbedder
+from rag_contract.grounding import Claim, check_claim
+from rag_contract.lifecycle import Registry
+from rag_contract.ratelimit import MemoryStore
+from rag_contract.recording import draft_all, write_drafts
+from rag_contract.serving import committed_vector, embedded_vector, extractive_drafter
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = "http://testserver"
+URL_ATTRS = {"href", "src", "action", "srcset", "poster", "data", "formaction", "background", "cite"}
+
+
+class TickClock:
+    """Each reading 1 ms after the previous: budgets are small, non-zero and deterministic."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
+class JumpClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@dataclasses.dataclass
+class Page:
+    links: list[str] = dataclasses.field(default_factory=list)  # every URL-valued attribute
+    metas: list[dict] = dataclasses.field(default_factory=list)
+    styles: list[str] = dataclasses.field(default_factory=list)  # <style> bodies and style=""
+    text: list[str] = dataclasses.field(default_factory=list)
+    ids: dict[str, str] = dataclasses.field(default_factory=dict)  # element id -> its text
+
+
+class _Parser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.page = Page()
+        self._in_style = False
+        self._open_id: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for name, value in attrs:
+            if name in URL_ATTRS and value is not None:
+                self.page.links.extend(v.strip().split(" ")[0] for v in value.split(",")) if name == "srcset" else self.page.links.append(value)
+            if name == "style" and value:
+                self.page.styles.append(value)
+        if tag == "meta":
+            self.page.metas.append(a)
+        self._in_style = tag == "style"
+        if "id" in a:
+            self._open_id = a["id"]
+            self.page.ids[a["id"]] = ""
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+        self._open_id = None
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.page.styles.append(data)
+        self.page.text.append(data)
+        if self._open_id:
+            self.page.ids[self._open_id] += data
+
+
+def parse(html: str) -> Page:
+    p = _Parser()
+    p.feed(html)
+    return p.page
+
+
+def visible(page: Page) -> str:
+    return re.sub(r"\s+", " ", "".join(page.text))
+
+
+def assert_nothing_external(page: Page, css: str) -> None:
+    for link in page.links:
+        parts = urlsplit(link)
+        same_origin = parts.scheme in ("http", "https") and parts.netloc == urlsplit(BASE).netloc
+        relative = not parts.scheme and not parts.netloc
+        assert relative or same_origin, f"external reference {link!r}"
+    for style in [*page.styles, css]:
+        assert not re.search(r"@import", style, re.I), "a stylesheet imports something"
+        for url in re.findall(r"url\(\s*['\"]?([^'\")]+)", style):
+            assert not urlsplit(url).scheme and not urlsplit(url).netloc, f"external url() {url!r}"
+
+
+def assert_phone_ready(page: Page) -> None:
+    viewport = [m for m in page.metas if m.get("name") == "viewport"]
+    assert viewport and "width=device-width" in viewport[0]["content"]
+
+
+# --- parts -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    e = LocalEmbedder()
+    e.embed_one("warm up")
+    return e
+
+
+@pytest.fixture(scope="module")
+def partial_qid(project):
+    return project.questions.answerable[0].id
+
+
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
+    """Extractive drafts for every question; one replaced by a draft grounding partly withdraws."""
+    directory = tmp_path_factory.mktemp("drafts")
+    t = project.thresholds
+    write_drafts(draft_all(index, t, extractive_drafter(t), project.questions.questions, "2026-01-01"), directory)
+    q = project.questions.get(partial_qid)
+    top = consult(index, t, q.question, stored_vector(index, q.question))[0].section_id
+    kept = next(
+        Claim(s, top)
+        for s in sentences(index.section(top).text)
+        if check_claim(Claim(s, top), {top: index.passages[top]}, t.grounding.coverage_floor).kept
+    )
+    claims = (
+        kept,
+        Claim("The origin answers with status 299 and the header X-Unheard-Of-Field.", top),
+        Claim("Purple elephants dance quietly beneath moonlit orchards.", top),
+        Claim(kept.text, "rfc9110#99.99"),
+    )
+    draft = Draft(q.id, q.question, "hand", prompt_fingerprint(q.question, []), index.version, "2026-01-01", claims)
+    (directory / f"{q.id}.json").write_text(draft.to_json())
+    return directory
+
+
+def make_client(project, registry, drafts, embedder, clock=None, fixture_drafter=None) -> TestClient:
+    t = project.thresholds
+    t = dataclasses.replace(t, rate_limit=dataclasses.replace(t.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9))
+    clock = clock or TickClock()
+    app = create_app(
+        registry=registry,
+        fixture_service=Service(registry, t, fixture_drafter or FixtureDrafter(drafts), clock, committed_vector(embedder)),
+        ask_service=Service(registry, t, extractive_drafter(t), clock, embedded_vector(embedder)),
+        questions=project.questions,
+        thresholds=t,
+        status=lambda: {"fresh": True, "changes": [], "rebuild_version": None, "index_version": None, "error": None},
+        clock=lambda: 0.0,
+        rate_store=MemoryStore(),
+    )
+    return TestClient(app, base_url=BASE)
+
+
+@pytest.fixture
+def client(project, index, drafts, embedder):
+    return make_client(project, Registry(index), drafts, embedder)
+
+
+@pytest.fixture(scope="module")
+def css(project, index, drafts, embedder):
+    return make_client(project, Registry(index), drafts, embedder).get("/static/site.css").text
+
+
+def states_by_id(client, project) -> dict[str, str]:
+    return {q.id: client.get(f"/answer/{q.id}").json()["state"] for q in project.questions.questions}
+
+
+# --- the question list ---------------------------------------------------------------------------
+
+
+def test_index_page_lists_every_question_with_its_state_and_link(client, project, index, css):
+    r = client.get("/")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    page = parse(r.text)
+    assert_nothing_external(page, css)
+    assert_phone_ready(page)
+    states = states_by_id(client, project)
+    for q in project.questions.questions:
+        assert f"/q/{q.id}" in page.links
+    # Each row shows the state its answer has (badges read "no context" for no_context).
+    rows = re.findall(r'<span class="badge state-(\w+)">[^<]*</span>\s*<a href="/q/([^"]+)"', r.text)
+    assert dict((qid, state) for state, qid in rows) == states
+    assert index.version in visible(page)
+
+
+class CountingDrafter:
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.calls = inner, inner.name, 0
+
+    def draft(self, question_id, question, passages):
+        self.calls += 1
+        return self.inner.draft(question_id, question, passages)
+
+
+def test_the_list_is_computed_once_per_installed_index(project, index, drafts, embedder):
+    """One request for / must not cost 60 answers every time (the limiter counts requests)."""
+    registry = Registry(index)
+    spy = CountingDrafter(FixtureDrafter(drafts))
+    client = make_client(project, registry, drafts, embedder, fixture_drafter=spy)
+    first = client.get("/")
+    n = len(project.questions.questions)
+    assert spy.calls == n
+    assert client.get("/").text == first.text and spy.calls == n
+    registry.install(dataclasses.replace(index, version="bbbbbbbbbbbb"))
+    after = client.get("/")
+    assert spy.calls == 2 * n
+    assert "bbbbbbbbbbbb" in after.text and index.version not in after.text
+
+
+def test_every_link_on_the_index_page_resolves(client):
+    page = parse(client.get("/").text)
+    for link in sorted(set(page.links)):
+        assert client.get(urljoin(BASE + "/", link)).status_code == 200, link
+
+
+# --- one question --------------------------------------------------------------------------------
+
+
+def _question_page(client, qid):
+    r = client.get(f"/q/{qid}")
+    return r, parse(r.text)
+
+
+def test_grounded_page_shows_claims_citations_passages_budget_and_version(client, project, index, css):
+    states = states_by_id(client, project)
+    qid = next(q for q, s in states.items() if s == "grounded")
+    answer = client.get(f"/answer/{qid}").json()
+    r, page = _question_page(client, qid)
+    assert r.status_code == 200
+    assert r.headers["x-index-version"] == index.version
+    assert page.ids["state"].strip() == "grounded"
+    assert page.ids["index-version"] == index.version
+    text = visible(page)
+    for claim in answer["claims"]:
+        assert re.sub(r"\s+", " ", claim["text"]) in text
+    for p in answer["passages"]:
+        assert p["title"] in text
+    for stage in answer["budget"]["stages"]:
+        assert stage in text
+    assert "ms of 150.0 ms" in text
+    assert_nothing_external(page, css)
+    assert_phone_ready(page)
+
+
+def test_partial_page_shows_withdrawn_claims_with_rule_and_detail(client, partial_qid):
+    r, page = _question_page(client, partial_qid)
+    assert r.status_code == 200
+    assert page.ids["state"].strip() == "partial"
+    text = visible(page)
+    assert "Withdrawn claims" in text
+    assert "rule literal: literals '299', 'X-Unheard-Of-Field' not in" in text
+    assert re.search(r"rule coverage: coverage 0\.\d\d < floor 0\.67", text)
+    assert "rule citation: cites rfc9110#99.99, not among retrieved" in text
+    # An uncited (not retrieved) section is shown, not linked: the link could not resolve.
+    assert "/section/rfc9110:99.99" not in page.links
+
+
+def test_every_link_on_question_pages_resolves(client, project, partial_qid, css):
+    states = states_by_id(client, project)
+    chosen = {partial_qid, next(q for q, s in states.items() if s == "grounded"), next(q for q, s in states.items() if s == "unsupported")}
+    followed = 0
+    for qid in sorted(chosen):
+        r, page = _question_page(client, qid)
+        assert_nothing_external(page, css)
+        sections = [l for l in page.links if l.startswith("/section/")]
+        assert sections, qid
+        for link in sorted(set(page.links)):
+            target = client.get(urljoin(BASE + f"/q/{qid}", link))
+            assert target.status_code == 200, (qid, link)
+            followed += 1
+        section_page = parse(client.get(sections[0]).text)
+        assert_nothing_external(section_page, css)
+        assert_phone_ready(section_page)
+    assert followed > 10
+
+
+def test_unsupported_page_is_a_refusal_listing_passages(client, project):
+    states = states_by_id(client, project)
+    qid = next(q for q, s in states.items() if s == "unsupported")
+    r, page = _question_page(client, qid)
+    assert r.status_code == 200
+    assert page.ids["state"].strip() == "unsupported"
+    text = visible(page)
+    assert "A refusal" in text and "No claim kept." in text
+    assert len([l for l in page.links if l.startswith("/section/")]) == project.thresholds.retrieval.top_k
+
+
+def test_no_context_pages_are_503(project, drafts, embedder, css):
+    client = make_client(project, Registry(None, load_error="meta.json: missing in index directory index/"), drafts, embedder)
+    r, page = _question_page(client, "q01")
+    assert r.status_code == 503
+    assert page.ids["state"].strip() == "no context"
+    assert "meta.json: missing" in visible(page)
+    assert "x-index-version" not in r.headers
+    assert_nothing_external(page, css)
+    index_page = client.get("/")
+    assert index_page.status_code == 503
+    assert "no index is being served" in index_page.text
+
+
+def test_abandoned_page_is_503_with_detail_and_budget(project, index, drafts, embedder):
+    client = make_client(project, Registry(index), drafts, embedder, clock=JumpClock())
+    r, page = _question_page(client, "q01")
+    assert r.status_code == 503
+    assert page.ids["state"].strip() == "abandoned"
+    text = visible(page)
+    assert "deadline of 150 ms spent during retrieval" in text
+    assert page.ids["index-version"] == index.version
+    assert "Answer" not in [h.strip() for h in page.text]  # no verdict section
+
+
+def test_unknown_question_page_is_an_html_404(client, css):
+    r = client.get("/q/does-not-exist")
+    assert r.status_code == 404
+    assert r.headers["content-type"].startswith("text/html")
+    page = parse(r.text)
+    assert "does-not-exist" in visible(page)
+    assert_nothing_external(page, css)
+
+
+def test_section_page_escapes_its_text(client, index):
+    sid = next(s.id for s in index.sections.values() if "<" in s.text)
+    r = client.get("/section/" + sid.replace("#", ":"))
+    assert r.status_code == 200
+    assert "&lt;" in r.text
+    assert re.sub(r"\s+", " ", index.section(sid).text[:200]).strip()[:50] in visible(parse(r.text))
+
+
+def test_pages_forbid_other_origins_in_their_headers(client):
+    csp = client.get("/").headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "style-src 'self'" in csp
