@@ -5,8 +5,8 @@ question set (committed vectors, numpy arithmetic, rounded figures): the same in
 same report, byte for byte once serialised, on any machine. It scores every answerable
 question in all three modes side by side and names the committed serving mode. A question
 is a hit at k when one of its expected sections is among the top k *sections*; its rank is
-that of its first expected section (None beyond the window), and ``outranked_by`` lists the
-sections above it, so a failure says what took its place.
+that of its first expected section among all sections (so a miss has a rank too), and
+``outranked_by`` lists the sections above it, so a failure says what took its place.
 
 Questions whose text has no committed vector are embedded with the local embedder on the fly
 (``vectors_for``); the committed set never needs that.
@@ -121,20 +121,27 @@ def vectors_for(
     return out
 
 
+OUTRANKED_SHOWN = 10
+
+
 def score_mode(
     index: Index, questions: Sequence[Question], vectors: dict[str, np.ndarray], mode: str, k: int, rrf_k: int
 ) -> ModeReport:
+    """Ranks are over every section, not just the window: a miss still has a rank (say 17),
+    so its ceiling can hold it there and a slide from 17 to 90 is still caught. Recall@k
+    and MRR count only ranks inside the window ``k``; ``outranked_by`` shows at most the
+    top ten sections above the expected one."""
     results = []
     for q in questions:
-        hits = rank_sections(index, q.question, vectors[q.question], mode, k, rrf_k)
+        hits = rank_sections(index, q.question, vectors[q.question], mode, len(index.sections), rrf_k)
         ids = [h.section_id for h in hits]
         rank = next((i + 1 for i, sid in enumerate(ids) if sid in q.expected), None)
-        above = hits[: (rank - 1) if rank else len(hits)]
+        above = hits[: min((rank - 1) if rank else len(hits), OUTRANKED_SHOWN)]
         results.append(QuestionResult(q.id, q.question, q.expected, rank, tuple((h.section_id, h.title) for h in above)))
     n = len(results) or 1
     recall = {kk: round(sum(1 for r in results if r.rank and r.rank <= kk) / n, DIGITS) for kk in KS}
-    mrr = round(sum(1.0 / r.rank for r in results if r.rank) / n, DIGITS)
-    misses = tuple(r.id for r in results if r.rank is None)
+    mrr = round(sum(1.0 / r.rank for r in results if r.rank and r.rank <= k) / n, DIGITS)
+    misses = tuple(r.id for r in results if r.rank is None or r.rank > k)
     return ModeReport(mode, recall, mrr, misses, tuple(results))
 
 
@@ -149,7 +156,7 @@ def retrieval_report(
 ) -> RetrievalReport:
     answerable = [q for q in questions if q.answerable]
     vectors = vectors_for(index, answerable, embed)
-    modes = {m: score_mode(index, answerable, vectors, m, max(k, max(KS)), rrf_k) for m in MODES}
+    modes = {m: score_mode(index, answerable, vectors, m, k, rrf_k) for m in MODES}
     return RetrievalReport(index.version, question_fingerprint, serving_mode, k, modes)
 
 
@@ -183,10 +190,15 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
     the corpus cannot answer them, yet every claim passed the check.
     """
     from .answering import Abandoned
+    from .drafting import DraftError
 
     rows = []
     for q in questions:
-        a = service.answer(q.question, q.id)
+        try:
+            a = service.answer(q.question, q.id)
+        except DraftError as exc:  # e.g. a question added without recording its draft
+            rows.append({"id": q.id, "answerable": q.answerable, "state": "missing_draft", "detail": str(exc)})
+            continue
         if isinstance(a, Abandoned):
             rows.append({"id": q.id, "answerable": q.answerable, "state": "abandoned", "detail": a.detail})
             continue
@@ -222,7 +234,10 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
         "answered_unanswerable_ids": [r["id"] for r in ref if r["state"] == "grounded"],
         "claims": sum(r.get("claims", 0) for r in rows),
         "claims_withdrawn": sum(len(r.get("withdrawn", [])) for r in rows),
-        "states": {s: sum(r["state"] == s for r in rows) for s in ("grounded", "partial", "unsupported", "no_context", "abandoned")},
+        "states": {
+            s: sum(r["state"] == s for r in rows)
+            for s in ("grounded", "partial", "unsupported", "no_context", "abandoned", "missing_draft")
+        },
         "questions": rows,
     }
 

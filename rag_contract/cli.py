@@ -1,0 +1,345 @@
+"""rag-contract: the command line. A presenter: every decision is made in the core."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .chunking import ChunkingError
+from .corpus import CorpusError
+from .drafting import DraftError
+from .embedding import EmbedderError
+from .index import IndexLoadError
+from .live import ClientConfigError
+from .questions import QuestionsError
+from .spend import PricesError, SpendLedgerError, SpendRefused
+from .thresholds import ThresholdsError
+
+# Refusals a person acts on: printed as one line naming the file, key or cap, never a traceback.
+LOAD_ERRORS = (
+    CorpusError, ThresholdsError, QuestionsError, IndexLoadError, ChunkingError, EmbedderError,
+    DraftError, SpendRefused, SpendLedgerError, PricesError, ClientConfigError, FileNotFoundError,
+)
+
+
+def _project(args):
+    from .project import load_project
+
+    return load_project(
+        Path(args.root) if args.root else None,
+        questions=Path(args.questions) if getattr(args, "questions", None) else None,
+    )
+
+
+# --- commands --------------------------------------------------------------------------
+
+
+def cmd_sections(args) -> int:
+    from .corpus import inventory
+
+    project = _project(args)
+    inv = inventory(project.corpus)
+    if args.json:
+        print(json.dumps(inv, indent=1))
+        return 0
+    print(f"{'rfc':<9} {'sections':>8} {'with prose':>10} {'words':>8}  title")
+    for row in inv["rfcs"]:
+        print(f"{row['rfc']:<9} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}  {row['title']}")
+    t = inv["total"]
+    print(f"{'total':<9} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
+    return 0
+
+
+def cmd_index_status(args) -> int:
+    from .lifecycle import Paths, index_status
+    from .project import find_root
+
+    root = Path(args.root) if args.root else find_root()
+    status = index_status(Paths(root), Path(args.questions) if args.questions else None)
+    print(json.dumps(status.as_dict(), indent=1) if args.json else status.describe())
+    return 0 if status.fresh else 1
+
+
+def cmd_build_index(args) -> int:
+    from tqdm import tqdm
+
+    from .embedding import make_embedder
+    from .index import build_index, save_index
+
+    project = _project(args)
+    name = args.embedder or project.thresholds.index.embedder
+    embedder = make_embedder(name)
+    if hasattr(embedder, "authorise_build"):
+        # A paid embedder asks the spend ledger before any call; refusal writes nothing.
+        embedder.authorise_build(project)
+    total = len(project.questions.questions)
+    from .chunking import chunk_sections
+
+    total += len(chunk_sections(project.corpus.sections, project.chunk_params))
+    with tqdm(total=total, desc="embedding", unit="text", disable=args.no_progress) as bar:
+        index = build_index(
+            project.corpus, project.chunk_params, embedder, name, project.questions.questions, bar.update
+        )
+    out = Path(args.out) if args.out else project.paths.index
+    save_index(index, out)
+    print(f"index {index.version}: {len(index.sections)} sections, {len(index.chunks)} chunks -> {out}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from .evaluation import evaluate_project
+
+    project = _project(args)
+    report = evaluate_project(project)
+    text = report.to_json()
+    if not args.questions and not args.no_write:
+        (project.paths.root / "eval" / "results" / "retrieval.json").write_text(text)
+    print(report.quiet() if args.quiet else text, end="" if not args.quiet else "\n")
+    return 0
+
+
+def _services(project, index=None):
+    """(fixture service, extractive service for free text) over one registry."""
+    from .answering import Service
+    from .drafting import ExtractiveDrafter, FixtureDrafter
+    from .embedding import make_embedder
+    from .index import load_index
+    from .lifecycle import Registry
+
+    registry = Registry(index or load_index(project.paths.index))
+    d = project.thresholds.drafting
+    fixture = Service(registry, project.thresholds, FixtureDrafter(project.paths.root / "eval" / "fixtures" / "drafts"))
+    embedder = make_embedder(registry.acquire().embedder_name)
+    embedder.embed(["warm-up"])  # load the model now, not inside a request's deadline
+
+    def free_text_vector(index, text):
+        return index.question_vectors.get(text) if text in index.question_vectors else embedder.embed([text])[0]
+
+    extractive = Service(
+        registry, project.thresholds, ExtractiveDrafter.for_index(registry.acquire(), d.extractive_min_confidence, d.extractive_max_claims),
+        query_vector=free_text_vector,
+    )
+    return fixture, extractive
+
+
+def _print_answer(answer, as_json: bool) -> int:
+    from .answering import Abandoned
+
+    if as_json:
+        print(json.dumps(answer.as_dict(), indent=1, ensure_ascii=False))
+        return 0 if answer.http_status == 200 else 1
+    if isinstance(answer, Abandoned):
+        print(f"ABANDONED (index {answer.index_version}): {answer.detail}")
+        return 1
+    print(f"{answer.state.value.upper()}  (index {answer.index_version}, drafter {answer.drafter}, "
+          f"{answer.budget.spent_ms:.1f} ms of {answer.budget.deadline_ms:g})")
+    print(f"Q: {answer.question}")
+    for v in answer.kept:
+        print(f"  + {v.claim.text}  [{v.claim.section_id}]")
+    for v in answer.withdrawn:
+        print(f"  - WITHDRAWN ({v.rule}): {v.claim.text}  [{v.claim.section_id}]\n      {v.detail}")
+    if answer.state.value in ("unsupported", "no_context"):
+        print("  refused: no claim survived the grounding check." if answer.state.value == "unsupported"
+              else f"  service error: {answer.detail}")
+    print("  passages consulted: " + ", ".join(f"{p.section_id} ({p.title})" for p in answer.passages))
+    return 0 if answer.http_status == 200 else 1
+
+
+def cmd_answer(args) -> int:
+    project = _project(args)
+    q = project.questions.get(args.question_id)
+    if q is None:
+        print(f"rag-contract: unknown question id {args.question_id!r}", file=sys.stderr)
+        return 2
+    fixture, _ = _services(project)
+    return _print_answer(fixture.answer(q.question, q.id), args.json)
+
+
+def cmd_ask(args) -> int:
+    from .asking import AskRejected, validate_question
+
+    project = _project(args)
+    try:
+        text = validate_question({"question": args.question}, project.thresholds.ask.max_question_chars)
+    except AskRejected as exc:
+        print(f"rag-contract: question refused: {exc.reason}", file=sys.stderr)
+        return 2
+    _, extractive = _services(project)
+    return _print_answer(extractive.answer(text), args.json)
+
+
+def cmd_eval_answers(args) -> int:
+    from .evaluation import answers_report
+    from .index import load_index
+
+    project = _project(args)
+    index = load_index(project.paths.index)
+    fixture, _ = _services(project, index)
+    report = answers_report(fixture, project.questions.questions, index.version)
+    text = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
+    if not args.questions and not args.no_write:
+        (project.paths.root / "eval" / "results" / "answers.json").write_text(text)
+    if args.quiet:
+        print(f"index {index.version} | grounded {report['grounded_rate']} of {report['answerable']} | "
+              f"cites expected {report['expected_citation_rate']} | state agreement {report['state_agreement']} "
+              f"of {report['refusals']} | answered unanswerable {report['answered_unanswerable']} | "
+              f"withdrawn {report['claims_withdrawn']} of {report['claims']}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_abstention(args) -> int:
+    from .abstention import write_curve
+
+    project = _project(args)
+    rows = write_curve(project)
+    for r in rows:
+        print(f"{r['threshold']:.2f}  coverage {r['coverage']:.3f}  acc {r['accuracy_when_answered']}  "
+              f"false {r['false_answer_rate']:.3f}")
+    return 0
+
+
+def cmd_record_drafts(args) -> int:
+    import datetime
+
+    from .drafting import ExtractiveDrafter
+    from .index import load_index
+    from .recording import draft_all, write_drafts
+
+    project = _project(args)
+    index = load_index(project.paths.index)
+    d = project.thresholds.drafting
+    if args.drafter == "extractive":
+        drafter = ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
+    else:
+        from .live import live_drafter_for
+
+        drafter = live_drafter_for(project, index)  # asks the spend ledger before every call
+    date = args.date or datetime.date.today().isoformat()
+    drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date)
+    out = Path(args.out) if args.out else project.paths.root / "eval" / "fixtures" / "drafts"
+    paths = write_drafts(drafts, out)
+    print(f"{len(paths)} drafts by {drafter.name} over index {index.version} -> {out}")
+    return 0
+
+
+def cmd_gate(args) -> int:
+    from .gate import GateContext, checks, run_check
+
+    root = Path(args.root) if args.root else None
+    from .project import find_root
+
+    ctx = GateContext(root or find_root())
+    failed = 0
+    for check in checks(ctx):
+        outcome = run_check(check, ctx)
+        failed += not outcome.passed
+        if not outcome.passed or args.verbose:
+            print(f"{'PASS' if outcome.passed else 'FAIL'} {check.id}: {outcome.message}")
+    total = len(checks(ctx))
+    print(f"{total - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def cmd_serve(args) -> int:
+    import os
+
+    from .serving import serve
+
+    port = args.port if args.port is not None else int(os.environ.get("PORT", "8000"))
+    redis_url = args.redis or os.environ.get("REDIS_URL")
+    serve(args.host, port, workers=args.workers, redis_url=redis_url)
+    return 0
+
+
+def cmd_readme(args) -> int:
+    from .project import find_root
+    from .readme import update_readme
+
+    root = Path(args.root) if args.root else find_root()
+    changed = update_readme(root)
+    print("README.md regenerated" if changed else "README.md already matches eval/results/")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rag-contract", description=__doc__)
+    p.add_argument("--root", help="project directory (default: found from the current directory)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("sections", help="inventory of the parsed corpus (no network)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_sections)
+
+    s = sub.add_parser("index-status", help="does the index still match the corpus? exit 1 when stale")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--questions", help="question file to fingerprint (default eval/questions.yaml)")
+    s.set_defaults(func=cmd_index_status)
+
+    s = sub.add_parser("build-index", help="embed the corpus and write index/ (local embedder: no key)")
+    s.add_argument("--embedder", help="override index.embedder (e.g. openai-text-embedding-3-small)")
+    s.add_argument("--out", help="write here instead of index/")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=cmd_build_index)
+
+    s = sub.add_parser("eval", help="retrieval recall@k / MRR per mode; writes eval/results/retrieval.json")
+    s.add_argument("--questions", help="evaluate this question file instead (not written to results)")
+    s.add_argument("--quiet", action="store_true", help="one line")
+    s.add_argument("--no-write", action="store_true", help="print only")
+    s.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("eval-answers", help="grounded rate, state agreement, answered-unanswerable; writes eval/results/answers.json")
+    s.add_argument("--questions")
+    s.add_argument("--quiet", action="store_true")
+    s.add_argument("--no-write", action="store_true")
+    s.set_defaults(func=cmd_eval_answers)
+
+    s = sub.add_parser("abstention", help="sweep the extractive confidence threshold; writes eval/results/abstention.json and docs/abstention.svg")
+    s.set_defaults(func=cmd_abstention)
+
+    s = sub.add_parser("answer", help="answer one question of the fixed set, showing its state")
+    s.add_argument("question_id")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_answer)
+
+    s = sub.add_parser("ask", help="answer free text with the extractive drafter, under the same grounding")
+    s.add_argument("question")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_ask)
+
+    s = sub.add_parser("record-drafts", help="write eval/fixtures/drafts/ (extractive: no key; live: paid, capped)")
+    s.add_argument("--drafter", choices=["extractive", "live"], default="extractive")
+    s.add_argument("--date", help="the recording date written into each fixture (default: today)")
+    s.add_argument("--out", help="write here instead of eval/fixtures/drafts/")
+    s.set_defaults(func=cmd_record_drafts)
+
+    s = sub.add_parser("gate", help="every gate check, as pytest -m gate runs them; exit 1 on any failure")
+    s.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
+    s.set_defaults(func=cmd_gate)
+
+    s = sub.add_parser("readme", help="regenerate the README's measured tables from eval/results/")
+    s.set_defaults(func=cmd_readme)
+
+    s = sub.add_parser("serve", help="serve the HTTP API and pages (uvicorn)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=None, help="default: $PORT or 8000")
+    s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--redis", help="share rate-limit buckets through Redis (default: $REDIS_URL; else in memory)")
+    s.set_defaults(func=cmd_serve)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LOAD_ERRORS as exc:
+        print(f"rag-contract: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
