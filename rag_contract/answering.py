@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .embedding import Embedder
 from .budget import BudgetReport, Clock, Deadline, DeadlineExceeded
 from .drafting import Drafter, PassageText
 from .grounding import Verdict, check_claims
@@ -136,6 +137,21 @@ def stored_vector(index: Index, text: str) -> np.ndarray:
     return index.question_vectors[text]
 
 
+def committed_vector(embedder: "Embedder") -> QueryVector:
+    """A fixed question: the vector committed in the acquired index (``stored_vector``).
+
+    A question added to eval/questions.yaml after the index was built has none; it is
+    embedded locally instead of failing the request (``/health`` reports the question set
+    as changed until the index is rebuilt).
+    """
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        vec = index.question_vectors.get(text)
+        return vec if vec is not None else embedder.embed([text])[0]
+
+    return query_vector
+
+
 def consult(index: Index, thresholds: Thresholds, question: str, qvec: np.ndarray | None) -> tuple[Passage, ...]:
     """The passages a drafter is offered for ``question``: the top sections in serving mode."""
     r = thresholds.retrieval
@@ -145,6 +161,16 @@ def consult(index: Index, thresholds: Thresholds, question: str, qvec: np.ndarra
 
 def passage_texts(index: Index, passages: Sequence[Passage]) -> list[PassageText]:
     return [PassageText(p.section_id, p.title, index.section(p.section_id).text) for p in passages]
+
+
+def offered(
+    index: Index, thresholds: Thresholds, question: str, query_vector: "QueryVector | None" = None
+) -> list[PassageText]:
+    """The passages a drafter is offered for ``question``, exactly as a served request
+    retrieves them: what recording sends, what pricing prices, what the gate times."""
+    lexical_only = thresholds.retrieval.serving_mode == "lexical"
+    qvec = None if lexical_only else (query_vector or stored_vector)(index, question)
+    return passage_texts(index, consult(index, thresholds, question, qvec))
 
 
 class Service:

@@ -101,27 +101,24 @@ def cmd_eval(args) -> int:
 
 
 def _services(project, index=None):
-    """(fixture service, extractive service for free text) over one registry."""
-    from .answering import Service
-    from .drafting import ExtractiveDrafter, FixtureDrafter
+    """(fixture service, extractive service for free text) over one registry, as served."""
+    import time
+
+    from .drafting import FixtureDrafter
     from .embedding import make_embedder
     from .index import load_index
     from .lifecycle import Registry
+    from .serving import build_services, drafts_dir, extractive_drafter
 
     registry = Registry(index or load_index(project.paths.index))
-    d = project.thresholds.drafting
-    fixture = Service(registry, project.thresholds, FixtureDrafter(project.paths.root / "eval" / "fixtures" / "drafts"))
     embedder = make_embedder(registry.acquire().embedder_name)
     embedder.embed(["warm-up"])  # load the model now, not inside a request's deadline
-
-    def free_text_vector(index, text):
-        return index.question_vectors.get(text) if text in index.question_vectors else embedder.embed([text])[0]
-
-    extractive = Service(
-        registry, project.thresholds, ExtractiveDrafter.for_index(registry.acquire(), d.extractive_min_confidence, d.extractive_max_claims),
-        query_vector=free_text_vector,
+    return build_services(
+        registry, project.thresholds,
+        fixture_drafter=FixtureDrafter(drafts_dir(project.paths.root)),
+        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),
+        embedder=embedder, clock=time.perf_counter,
     )
-    return fixture, extractive
 
 
 def _print_answer(answer, as_json: bool) -> int:

@@ -112,11 +112,16 @@ class GateContext:
 
     @cached_property
     def fixture_service(self):
-        from .answering import Service
+        from .answering import Service, committed_vector
         from .drafting import FixtureDrafter
+        from .embedding import make_embedder
         from .lifecycle import Registry
 
-        return Service(Registry(self.index), self.thresholds, FixtureDrafter(self.root / "eval" / "fixtures" / "drafts"))
+        # the embedder loads its model only if a question has no committed vector
+        return Service(
+            Registry(self.index), self.thresholds, FixtureDrafter(self.root / "eval" / "fixtures" / "drafts"),
+            query_vector=committed_vector(make_embedder(self.index.embedder_name)),
+        )
 
     @cached_property
     def answers(self) -> dict:
@@ -335,12 +340,12 @@ def _answer_bar(key: str) -> Callable[[GateContext], Outcome]:
 
 def slowest_question(ctx: GateContext) -> str:
     """The question whose served request does the most grounding work: most claims x passage size."""
-    from .answering import consult
+    from .answering import offered
 
     def work(q) -> tuple[int, str]:
         row = ctx.answer_row(q.id)
-        passages = consult(ctx.index, ctx.thresholds, q.question, ctx.index.question_vectors[q.question])
-        return (row.get("claims", 0) * sum(len(ctx.index.section(p.section_id).text) for p in passages), q.id)
+        passages = offered(ctx.index, ctx.thresholds, q.question, ctx.fixture_service.query_vector)
+        return (row.get("claims", 0) * sum(len(p.text) for p in passages), q.id)
 
     return max(work(q) for q in ctx.project.questions.questions)[1]
 
@@ -371,7 +376,8 @@ def _priced(kind: str) -> Callable[[GateContext], Outcome]:
             cost = priced_rebuild(ctx.prices, rebuild_texts(ctx.project))
             bar, key, what = b.max_rebuild_usd, "budget.max_rebuild_usd", "build-index --embedder openai-text-embedding-3-small"
         else:
-            cost = worst_case_rerecord(ctx.prices, d.live_model, rerecord_prompts(ctx.project, ctx.index), d.max_completion_tokens)
+            prompts = rerecord_prompts(ctx.project, ctx.index, ctx.fixture_service.query_vector)
+            cost = worst_case_rerecord(ctx.prices, d.live_model, prompts, d.max_completion_tokens)
             if kind == "rerecord":
                 bar, key, what = b.max_rerecord_usd, "budget.max_rerecord_usd", "record-drafts --drafter live"
             else:

@@ -251,23 +251,20 @@ def make_client(base_url: str | None, api_key: str | None) -> "openai.OpenAI":
     return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
 
-def run_items(project: Any, index: Any) -> tuple[RunItem, ...]:
+def run_items(project: Any, index: Any, query_vector: Any = None) -> tuple[RunItem, ...]:
     """The project's questions with the passages serving retrieval offers each, exactly as
     ``recording.draft_all`` will offer them: what a re-recording run sends."""
-    from .answering import consult, passage_texts
+    from .answering import offered
 
-    t = project.thresholds
-    lexical_only = t.retrieval.serving_mode == "lexical"
-    items = []
-    for q in project.questions.questions:
-        qvec = None if lexical_only else index.question_vectors[q.question]
-        items.append(RunItem(q.id, q.question, tuple(passage_texts(index, consult(index, t, q.question, qvec)))))
-    return tuple(items)
+    return tuple(
+        RunItem(q.id, q.question, tuple(offered(index, project.thresholds, q.question, query_vector)))
+        for q in project.questions.questions
+    )
 
 
-def rerecord_prompts(project: Any, index: Any) -> list[str]:
+def rerecord_prompts(project: Any, index: Any, query_vector: Any = None) -> list[str]:
     """The priced text of every completion a re-recording run sends (for ``worst_case_rerecord``)."""
-    return [prompt_text(prompt_for(i.question, i.passages)) for i in run_items(project, index)]
+    return [prompt_text(prompt_for(i.question, i.passages)) for i in run_items(project, index, query_vector)]
 
 
 def live_drafter_for(project: Any, index: Any, client: Any = None, clock: Clock = time.time) -> LiveDrafter:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from .answering import consult, passage_texts
+from .answering import offered
 from .drafting import Draft, Drafter, prompt_fingerprint
 from .index import Index
 from .questions import Question
@@ -22,10 +22,8 @@ from .thresholds import Thresholds
 
 def draft_all(index: Index, thresholds: Thresholds, drafter: Drafter, questions: Sequence[Question], date: str) -> list[Draft]:
     drafts = []
-    lexical_only = thresholds.retrieval.serving_mode == "lexical"
     for q in questions:
-        qvec = None if lexical_only else index.question_vectors[q.question]
-        texts = passage_texts(index, consult(index, thresholds, q.question, qvec))
+        texts = offered(index, thresholds, q.question)
         claims = drafter.draft(q.id, q.question, texts)
         drafts.append(
             Draft(q.id, q.question, drafter.name, prompt_fingerprint(q.question, texts), index.version, date, claims)

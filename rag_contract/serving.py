@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from starlette.applications import Starlette
 
-from .answering import QueryVector, Service
+from .answering import QueryVector, Service, committed_vector
 from .app import create_app
 from .drafting import Drafter, ExtractiveDrafter, FixtureDrafter
 from .embedding import LocalEmbedder
@@ -54,29 +54,17 @@ def embedded_vector(embedder: LocalEmbedder) -> QueryVector:
     """Free text: the local embedder's vector (the index is not consulted for it)."""
 
     def query_vector(index: Index, text: str) -> np.ndarray:
-        return embedder.embed_one(text)
+        return embedder.embed([text])[0]
 
     return query_vector
 
 
-def committed_vector(embedder: LocalEmbedder) -> QueryVector:
-    """A fixed question: the vector committed in the acquired index (``stored_vector``).
-
-    A question added to eval/questions.yaml after the index was built has none; it is
-    embedded locally instead of failing the request (``/health`` reports the question set
-    as changed until the index is rebuilt).
-    """
-
-    def query_vector(index: Index, text: str) -> np.ndarray:
-        vec = index.question_vectors.get(text)
-        return vec if vec is not None else embedder.embed_one(text)
-
-    return query_vector
-
-
-def extractive_drafter(thresholds: Thresholds) -> ExtractiveDrafter:
+def extractive_drafter(thresholds: Thresholds, index: Index | None = None) -> ExtractiveDrafter:
+    """The free-text drafter, term weights from ``index`` (the one served at startup)."""
     d = thresholds.drafting
-    return ExtractiveDrafter(d.extractive_min_confidence, d.extractive_max_claims)
+    if index is None:
+        return ExtractiveDrafter(d.extractive_min_confidence, d.extractive_max_claims)
+    return ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
 
 
 def build_services(
@@ -110,7 +98,7 @@ def assemble(
         registry,
         project.thresholds,
         fixture_drafter=FixtureDrafter(drafts_dir(project.paths.root)),
-        ask_drafter=extractive_drafter(project.thresholds),
+        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),
         embedder=embedder,
         clock=clock,
     )
@@ -123,7 +111,7 @@ def assemble(
         status=status,
         clock=rate_clock,
         rate_store=rate_store,
-        warmup=lambda: embedder.embed_one("warm up"),
+        warmup=lambda: embedder.embed(["warm up"]),
     )
 
 

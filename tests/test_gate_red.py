@@ -1,0 +1,280 @@
+"""A gate that has only been green is decoration: every kind of gate check, turned red.
+
+Each test copies the project, introduces the one regression a check exists to catch, runs
+every check, and asserts exactly which ones fail (and, where it matters, what they say).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rag_contract.gate import GateContext, checks, run_check
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fast_measure(fn):
+    import time
+
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+@pytest.fixture
+def copy(tmp_path) -> Path:
+    dst = tmp_path / "project"
+    dst.mkdir()
+    for name in ("corpus", "index", "eval"):
+        shutil.copytree(ROOT / name, dst / name)
+    shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
+    return dst
+
+
+def failing(root: Path) -> dict[str, str]:
+    ctx = GateContext(root, measure=fast_measure)
+    out = {}
+    for check in checks(ctx):
+        outcome = run_check(check, ctx)
+        if not outcome.passed:
+            out[check.id] = outcome.message
+    return out
+
+
+def edit_thresholds(root: Path, fn) -> None:
+    path = root / "eval" / "thresholds.yaml"
+    raw = yaml.safe_load(path.read_text())
+    fn(raw)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+def test_the_committed_project_passes_every_check(copy):
+    assert failing(copy) == {}
+
+
+def test_a_floor_above_the_measured_value_fails_that_floor_only(copy):
+    edit_thresholds(copy, lambda t: t["retrieval"]["floors"].__setitem__("recall@1", 0.99))
+    red = failing(copy)
+    assert set(red) == {"retrieval/floor/recall@1"}
+    assert "below its floor of 0.9900" in red["retrieval/floor/recall@1"]
+
+
+def test_a_ceiling_below_the_rank_fails_and_names_what_outranked_it(copy):
+    report = json.loads((copy / "eval" / "results" / "retrieval.json").read_text())
+    q = next(q for q in report["modes"][report["serving_mode"]]["questions"] if q["rank"] > 2)
+    edit_thresholds(copy, lambda t: t["retrieval"]["ceilings"].__setitem__(q["id"], 1))
+    red = failing(copy)
+    assert set(red) == {f"retrieval/ceiling/{q['id']}"}
+    msg = red[f"retrieval/ceiling/{q['id']}"]
+    first = q["outranked_by"][0]
+    assert f"rank {q['rank']}, ceiling 1" in msg
+    assert f"{first['section_id']} ({first['title']})" in msg and q["question"] in msg
+
+
+def test_one_byte_appended_to_the_corpus_fails_freshness_alone(copy):
+    path = copy / "corpus" / "rfc8259.txt"
+    with open(path, "ab") as f:
+        f.write(b"\n")
+    data = path.read_bytes()
+    manifest = (copy / "corpus" / "manifest.yaml").read_text()
+    old = hashlib.sha256(data[:-1]).hexdigest()
+    manifest = manifest.replace(old, hashlib.sha256(data).hexdigest()).replace(f"bytes: {len(data) - 1}", f"bytes: {len(data)}")
+    (copy / "corpus" / "manifest.yaml").write_text(manifest)
+    red = failing(copy)
+    assert set(red) == {"index/freshness"}, "quality checks stay green: the vectors still score the same"
+    assert "corpus: index has" in red["index/freshness"] and "rebuild will produce" in red["index/freshness"]
+
+
+def test_a_question_added_without_a_ceiling_fails_the_checks_that_hold_it(copy):
+    path = copy / "eval" / "questions.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["questions"].append(
+        {"id": "q99", "question": "Which characters does JSON treat as structural?", "expected": ["rfc8259#2"],
+         "evidence": "six structural characters"}
+    )
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    red = failing(copy)
+    assert {"thresholds", "retrieval/ceiling/q99", "index/question-vectors"} <= set(red)
+    assert "q99" in red["thresholds"] and "no rank ceiling" in red["retrieval/ceiling/q99"]
+    # what else moves is the committed reports (they no longer describe this question set);
+    # no floor and no other question's ceiling moves
+    assert set(red) - {"thresholds", "retrieval/ceiling/q99", "index/question-vectors"} <= {"report/retrieval", "report/answers"}
+
+
+def test_a_stale_retrieval_report_fails_the_report_check_alone(copy):
+    path = copy / "eval" / "results" / "retrieval.json"
+    report = json.loads(path.read_text())
+    report["modes"]["hybrid"]["mrr"] = 0.9
+    path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    red = failing(copy)
+    assert set(red) == {"report/retrieval"}
+    assert "modes.hybrid.mrr: committed 0.9" in red["report/retrieval"]
+
+
+def _quote_draft(root: Path, qid: str) -> None:
+    """Rewrite a refusal's recorded draft to quote a passage it is offered: it will land grounded."""
+    from rag_contract.answering import consult
+    from rag_contract.drafting import sentences
+    from rag_contract.index import load_index
+    from rag_contract.project import load_project
+
+    project = load_project(root)
+    index = load_index(root / "index")
+    q = project.questions.get(qid)
+    top = consult(index, project.thresholds, q.question, index.question_vectors[q.question])[0]
+    sentence = next(s for s in sentences(index.section(top.section_id).text) if len(s.split()) > 8)
+    path = root / "eval" / "fixtures" / "drafts" / f"{qid}.json"
+    draft = json.loads(path.read_text())
+    draft["claims"] = [{"text": sentence, "section_id": top.section_id}]
+    path.write_text(json.dumps(draft, indent=1))
+
+
+def test_an_unanswerable_question_answered_fails_its_refusal_check(copy, project):
+    agreeing = next(q.id for q in project.questions.refusals if q.expected_state == "unsupported")
+    _quote_draft(copy, agreeing)
+    red = failing(copy)
+    assert {f"answers/refusal/{agreeing}", "answers/max_answered_unanswerable", "report/answers"} <= set(red)
+    assert set(red) <= {f"answers/refusal/{agreeing}", "answers/max_answered_unanswerable", "report/answers",
+                        "answers/min_state_agreement"}
+    assert agreeing in red["answers/max_answered_unanswerable"]
+
+
+def test_a_grounded_rate_bar_above_the_measured_rate_fails_alone(copy):
+    edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_grounded_rate", 0.9))
+    red = failing(copy)
+    assert set(red) == {"answers/min_grounded_rate"}
+    assert "not grounded: q01" in red["answers/min_grounded_rate"]
+
+
+def test_a_state_agreement_floor_above_the_measured_value_fails_alone(copy):
+    edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_state_agreement", 0.9))
+    assert set(failing(copy)) == {"answers/min_state_agreement"}
+
+
+def test_a_tiny_latency_bar_fails_the_latency_check_alone(copy):
+    edit_thresholds(copy, lambda t: t["budget"].__setitem__("max_request_ms", 0.001))
+    red = failing(copy)
+    assert set(red) == {"budget/latency"}
+    assert "above budget.max_request_ms 0.001 ms" in red["budget/latency"]
+
+
+def test_max_completion_tokens_past_the_cap_fails_the_priced_drafting_checks(copy):
+    edit_thresholds(copy, lambda t: t["drafting"].__setitem__("max_completion_tokens", 60000))
+    red = failing(copy)
+    assert set(red) == {"budget/rerecord", "budget/drafting-vs-cap"}
+    assert "the cap would refuse the run it exists to permit" in red["budget/drafting-vs-cap"]
+
+
+def test_a_rebuild_ceiling_below_the_priced_rebuild_fails_alone(copy):
+    edit_thresholds(copy, lambda t: t["budget"].__setitem__("max_rebuild_usd", 0.0001))
+    assert set(failing(copy)) == {"budget/rebuild"}
+
+
+class _NoLimit:
+    """The limiter lifted out of the middleware stack: requests pass straight through."""
+
+    def __init__(self, app, **_):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        await self.app(scope, receive, send)
+
+
+def test_lifting_the_rate_limiter_out_fails_the_probe_alone(copy, monkeypatch):
+    import rag_contract.app as app_module
+
+    monkeypatch.setattr(app_module, "RateLimitMiddleware", _NoLimit)
+    red = failing(copy)
+    assert set(red) == {"ratelimit/probe"}
+
+
+def test_a_429_without_retry_after_fails_the_probe_alone(copy, monkeypatch):
+    import rag_contract.app as app_module
+
+    real = app_module.RateLimitMiddleware
+
+    class NoRetryAfter(real):
+        async def __call__(self, scope, receive, send):
+            async def strip(message):
+                if message["type"] == "http.response.start":
+                    message = dict(message, headers=[(k, v) for k, v in message["headers"] if k.lower() != b"retry-after"])
+                await send(message)
+
+            await super().__call__(scope, receive, strip)
+
+    monkeypatch.setattr(app_module, "RateLimitMiddleware", NoRetryAfter)
+    red = failing(copy)
+    assert set(red) == {"ratelimit/probe"}
+    assert "Retry-After" in red["ratelimit/probe"]
+
+
+def test_the_gate_leaves_the_spend_ledger_untouched(copy):
+    ledger = copy / ".spend-ledger.json"
+    assert failing(copy) == {}
+    assert not ledger.exists(), "the gate prices runs; it never opens the ledger"
+    ledger.write_text('{"entries": []}\n')
+    before = (ledger.read_bytes(), ledger.stat().st_mtime_ns)
+    failing(copy)
+    assert (ledger.read_bytes(), ledger.stat().st_mtime_ns) == before
+
+
+def test_the_gate_imports_no_http_client_and_needs_no_key(copy):
+    code = f"""
+import sys, os
+from pathlib import Path
+from rag_contract.gate import GateContext, checks, run_check
+ctx = GateContext(Path({str(copy)!r}), measure=lambda fn: (fn(), 0.0)[1])
+bad = [c.id for c in checks(ctx) if not run_check(c, ctx).passed]
+assert not bad, bad
+leaked = sorted(m for m in ("httpx", "httpx2", "requests", "urllib3", "aiohttp", "openai", "starlette.testclient") if m in sys.modules)
+print("LEAKED", leaked)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "LEAKED []" in out.stdout
+
+
+# --- through pytest itself: the items, their paragraphs, JUnit properties, a refused file ----
+
+
+def _pytest_gate(root: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "gate", "-p", "no:cacheprovider", "-q", "--benchmark-disable",
+         f"--rootdir={root}", "-c", str(root / "pyproject.toml"), str(root / "eval" / "thresholds.yaml"), *extra],
+        capture_output=True, text=True, cwd=root, timeout=600,
+    )
+
+
+def test_pytest_reports_one_item_per_check_with_a_paragraph_and_junit_properties(copy):
+    edit_thresholds(copy, lambda t: t["retrieval"]["ceilings"].__setitem__("q01", 1))
+    junit = copy / "gate.junit.xml"
+    out = _pytest_gate(copy, f"--junitxml={junit}")
+    assert out.returncode == 1, out.stdout[-3000:]
+    assert re.search(r"1 failed, \d+ passed", out.stdout), out.stdout[-1500:]
+    assert "[retrieval/ceiling/q01] q01 " in out.stdout and "Outranked by:" in out.stdout
+    assert "Traceback" not in out.stdout
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["retrieval/ceiling/q01"].iter("property")}
+    assert props["ceiling"] == "1" and props["rank"] == "6"
+    ids = set(cases)
+    assert {"retrieval/floor/recall@1", "index/freshness", "report/retrieval", "ratelimit/probe", "budget/latency"} <= ids
+
+
+def test_an_allowance_the_loader_must_refuse_fails_the_gate_at_load(copy):
+    edit_thresholds(copy, lambda t: t["rate_limit"].__setitem__("max_requests_per_minute", 400))
+    out = _pytest_gate(copy)
+    assert out.returncode == 1
+    assert "1 failed" in out.stdout
+    assert "rate_limit.max_requests_per_minute: 400/min" in out.stdout and "quarter" in out.stdout
