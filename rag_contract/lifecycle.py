@@ -51,7 +51,7 @@ class IndexStatus:
 
     def describe(self) -> str:
         if self.error:
-            return f"index unusable: {self.error}"
+            return f"cannot check the index against what is on disk: {self.error}"
         if self.fresh:
             return f"index {self.index_version} is fresh"
         lines = [f"index {self.index_version} is stale; a rebuild will produce {self.rebuild_version}"]
