@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test gate bench bench-save bench-compare eval index-status clean
+.PHONY: serve test gate bench bench-save bench-compare eval index-status load clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -40,6 +40,11 @@ bench-save: $(STAMP)
 bench-compare: $(STAMP)
 	$(BIN)/python -m pytest tests/bench_*.py --benchmark-only --benchmark-compare \
 		--benchmark-compare-fail=median:100% --benchmark-columns=min,median,max,rounds
+
+# Bounded loopback load run (wrk, ~2 minutes): writes eval/results/load.json, then the README table.
+load: $(STAMP)
+	$(BIN)/python -m rag_contract.loadtest
+	$(BIN)/rag-contract readme
 
 clean:
 	rm -rf $(VENV)

@@ -86,7 +86,7 @@ def load_table(root: Path) -> str:
     path = root / "eval" / "results" / "load.json"
     if not path.is_file():
         return "No load run is committed yet (`make load` writes `eval/results/load.json`).\n"
-    from .loadtable import render
+    from .loadtest import render
 
     return render(json.loads(path.read_text()))
 

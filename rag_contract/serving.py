@@ -21,7 +21,10 @@ limits on its own). ``app_for_probe`` is the same assembly for the gate's limite
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -198,4 +201,25 @@ def serve(
     os.environ[ROOT_ENV] = str(root)
     if redis_url:
         os.environ[REDIS_ENV] = redis_url
-    uvicorn.run("rag_contract.serving:served_app_from_env", factory=True, workers=workers, **common)
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config("rag_contract.serving:served_app_from_env", factory=True, workers=workers, **common)
+    # uvicorn.run would bind with config.bind_socket(), whose listener leaves proto at 0:
+    # asyncio then never sets TCP_NODELAY on accepted connections, and every keep-alive
+    # response waits ~40 ms for the client's delayed ACK (uvicorn issue #3149). The
+    # workers inherit this listener, proto included.
+    listener = tcp_listener(host, port)
+    logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d, %d workers", host, port, workers)
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(config, sockets=[listener]).run()
+
+
+def tcp_listener(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket bound to (host, port) whose ``proto`` is IPPROTO_TCP,
+    inheritable by worker processes (what uvicorn's ``Config.bind_socket`` does, plus proto)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
