@@ -106,3 +106,21 @@ def test_anyone_can_rebuild_the_committed_index_with_no_key(tmp_path, root):
     assert cos.min() > 0.9999
     for text, v in committed.question_vectors.items():
         assert float(np.dot(v, rebuilt.question_vectors[text])) > 0.9999
+
+
+def test_eval_accepts_any_question_file_embedding_new_questions_locally(capsys, root, tmp_path):
+    qfile = tmp_path / "questions.yaml"
+    qfile.write_text(
+        "questions:\n"
+        "  - id: x1\n"
+        "    question: \"Which six characters structure a JSON text?\"\n"
+        "    expected: [rfc8259#2]\n"
+        "    evidence: \"six structural characters\"\n"
+    )
+    before = (root / "eval" / "results" / "retrieval.json").read_bytes()
+    code, out, _ = run(capsys, "--root", str(root), "eval", "--questions", str(qfile))
+    report = json.loads(out)
+    assert code == 0 and report["questions"] == 1
+    assert report["modes"]["hybrid"]["questions"][0]["id"] == "x1"
+    assert report["modes"]["hybrid"]["questions"][0]["rank"] is not None
+    assert (root / "eval" / "results" / "retrieval.json").read_bytes() == before, "a custom file is not the committed report"

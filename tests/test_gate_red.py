@@ -278,3 +278,13 @@ def test_an_allowance_the_loader_must_refuse_fails_the_gate_at_load(copy):
     assert out.returncode == 1
     assert "1 failed" in out.stdout
     assert "rate_limit.max_requests_per_minute: 400/min" in out.stdout and "quarter" in out.stdout
+
+
+def test_a_stale_answers_report_fails_the_report_check_alone(copy):
+    path = copy / "eval" / "results" / "answers.json"
+    report = json.loads(path.read_text())
+    report["grounded_rate"] = 0.99
+    path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    red = failing(copy)
+    assert set(red) == {"report/answers"}
+    assert "grounded_rate: committed 0.99" in red["report/answers"]
