@@ -20,11 +20,13 @@ Contract:
 
 from __future__ import annotations
 
+
 import asyncio
 import json
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -246,10 +248,15 @@ class RedisStore:
     failure raises ``StoreUnavailable``.
     """
 
-    def __init__(self, client: redis.Redis, *, prefix: str = REDIS_KEY_PREFIX) -> None:
+    def __init__(self, client: redis.Redis, *, prefix: str = REDIS_KEY_PREFIX, url: str | None = None,
+                 timeout_s: float = 0.5) -> None:
         self._client = client
         self._prefix = prefix
         self._script = client.register_script(_TAKE_LUA)  # hashes locally; no round trip
+        self._url = url
+        self._timeout_s = timeout_s
+        # One asyncio client per event loop: a connection belongs to the loop that opened it.
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
     @classmethod
     def from_url(
@@ -264,15 +271,45 @@ class RedisStore:
             # One immediate retry covers a pooled connection that died with a redis restart.
             retry=redis.retry.Retry(redis.backoff.NoBackoff(), 1),
         )
-        return cls(client, prefix=prefix)
+        return cls(client, prefix=prefix, url=url, timeout_s=timeout_s)
 
     def key(self, identity: str) -> str:
         return self._prefix + identity
 
-    def take(self, key: str, now: float, allowance: Allowance) -> Decision:
-        args = [repr(float(now)), repr(float(allowance.per_minute)), allowance.burst, bucket_ttl_ms(allowance)]
+    def _args(self, now: float, allowance: Allowance) -> list:
+        return [repr(float(now)), repr(float(allowance.per_minute)), allowance.burst, bucket_ttl_ms(allowance)]
+
+    @property
+    def awaitable(self) -> bool:
+        return self._url is not None
+
+    async def take_async(self, key: str, now: float, allowance: Allowance) -> Decision:
+        """``take`` on the event loop (redis.asyncio): no worker-thread hop per request.
+
+        Measured under load with two workers on two cores: the thread hop per decision cost
+        more than the redis round trip it wrapped.
+        """
+        import redis.asyncio
+
+        loop = asyncio.get_running_loop()
+        script = self._async.get(loop)
+        if script is None:
+            client = redis.asyncio.Redis.from_url(
+                self._url,
+                socket_timeout=self._timeout_s,
+                socket_connect_timeout=self._timeout_s,
+                retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 1),
+            )
+            script = self._async[loop] = client.register_script(_TAKE_LUA)
         try:
-            allowed, retry_after = self._script(keys=[self.key(key)], args=args)
+            allowed, retry_after = await script(keys=[self.key(key)], args=self._args(now, allowance))
+        except redis.exceptions.RedisError as exc:
+            raise StoreUnavailable(f"redis rate-limit store failed: {type(exc).__name__}: {exc}") from exc
+        return Decision(bool(allowed), int(retry_after))
+
+    def take(self, key: str, now: float, allowance: Allowance) -> Decision:
+        try:
+            allowed, retry_after = self._script(keys=[self.key(key)], args=self._args(now, allowance))
         except redis.exceptions.RedisError as exc:
             # Connection/timeout errors mostly, but also READONLY/OOM replies: in every case
             # we cannot decide, and the middleware must refuse.
@@ -340,7 +377,9 @@ class RateLimitMiddleware:
         )
         now = self.clock()
         try:
-            if getattr(self.store, "blocking", True):
+            if getattr(self.store, "awaitable", False):
+                decision = await self.store.take_async(identity, now, self.allowance)
+            elif getattr(self.store, "blocking", True):
                 # Off the event loop: a redis round trip (or its timeout) must not stall
                 # every other connection.
                 decision = await anyio.to_thread.run_sync(self.store.take, identity, now, self.allowance)
