@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from .yamlfile import read_yaml
+
 
 MANIFEST = "manifest.yaml"
 
@@ -87,12 +88,7 @@ _MANIFEST_KEYS = {"file", "title", "source", "retrieved", "bytes", "sha256"}
 
 def read_manifest(corpus_dir: Path) -> tuple[ManifestEntry, ...]:
     path = Path(corpus_dir) / MANIFEST
-    if not path.is_file():
-        raise CorpusError(f"{path}: manifest missing")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise CorpusError(f"{path}: not valid YAML ({exc})") from exc
+    raw = read_yaml(path, CorpusError, "manifest missing")
     if not isinstance(raw, dict) or not isinstance(raw.get("files"), list):
         raise CorpusError(f"{path}: must be a mapping with a 'files' list")
     entries = []

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-import yaml
+from .yamlfile import read_yaml
+
 
 REFUSAL_STATES = ("partial", "unsupported")
 
@@ -148,11 +149,4 @@ def parse_questions(
 
 
 def load_questions(path: Path, section_ids: set[str], section_text: Callable[[str], str]) -> QuestionSet:
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise QuestionsError(f"{path.name}: file missing") from None
-    except yaml.YAMLError as exc:
-        raise QuestionsError(f"{path.name}: not valid YAML ({exc})") from None
-    return parse_questions(raw, section_ids, section_text, source=path.name)
+    return parse_questions(read_yaml(path, QuestionsError), section_ids, section_text, source=Path(path).name)

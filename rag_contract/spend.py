@@ -42,7 +42,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-import yaml
+from .yamlfile import read_yaml
+
 
 EMBEDDING_MODEL = "text-embedding-3-small"
 LEDGER_NAME = ".spend-ledger.json"
@@ -154,14 +155,7 @@ def parse_prices(raw: Any) -> Prices:
 
 
 def load_prices(path: Path) -> Prices:
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PricesError(f"{path.name}: file missing; every paid call is priced from it") from None
-    except yaml.YAMLError as exc:
-        raise PricesError(f"{path.name}: not valid YAML ({exc})") from None
-    return parse_prices(raw)
+    return parse_prices(read_yaml(path, PricesError, "file missing; every paid call is priced from it"))
 
 
 # --- the estimate and the prices of calls --------------------------------------------------

@@ -22,7 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-import yaml
+from .yamlfile import read_yaml
+
 
 MODES = ("dense", "lexical", "hybrid")
 FLOOR_KEYS = ("recall@1", "recall@5", "recall@10", "mrr")
@@ -292,14 +293,7 @@ def parse_thresholds(raw: Any) -> Thresholds:
 
 
 def load_thresholds(path: Path) -> Thresholds:
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ThresholdsError(f"{path.name}: file missing") from None
-    except yaml.YAMLError as exc:
-        raise ThresholdsError(f"{path.name}: not valid YAML ({exc})") from None
-    return parse_thresholds(raw)
+    return parse_thresholds(read_yaml(path, ThresholdsError))
 
 
 def to_plain(obj: Any) -> Any:
