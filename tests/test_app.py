@@ -34,6 +34,7 @@ from rag_contract.lifecycle import Change, IndexStatus, Registry
 from rag_contract.ratelimit import Allowance, Decision, MemoryStore, StoreUnavailable, probe
 from rag_contract.recording import draft_all, write_drafts
 from rag_contract.serving import app_for_probe, committed_vector, embedded_vector, extractive_drafter
+from clocks import jump_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 FROZEN = lambda: 0.0  # noqa: E731 - a clock that never moves: budgets are all zeros
@@ -43,17 +44,6 @@ UNANSWERABLE = "What is the airspeed velocity of an unladen swallow?"
 
 
 # --- parts -------------------------------------------------------------------------------
-
-
-class JumpClock:
-    """Each reading is one second after the previous: the first stage spends the deadline."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 class SpyDrafter:
@@ -256,7 +246,7 @@ def test_answer_without_an_index_is_no_context_503_without_a_version(empty_clien
 
 
 def test_abandoned_is_503_with_budget_and_version_and_no_state(project, index, drafts, embedder):
-    app = build(project, Registry(index), drafts, embedder, service_clock=JumpClock())
+    app = build(project, Registry(index), drafts, embedder, service_clock=jump_clock())
     for r in (TestClient(app).get("/answer/q01"), TestClient(app).post("/ask", json={"question": "What is a URI?"})):
         assert r.status_code == 503
         body = r.json()

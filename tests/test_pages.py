@@ -25,30 +25,11 @@ from rag_contract.lifecycle import Registry
 from rag_contract.ratelimit import MemoryStore
 from rag_contract.recording import draft_all, write_drafts
 from rag_contract.serving import committed_vector, embedded_vector, extractive_drafter
+from clocks import jump_clock, tick_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "http://testserver"
 URL_ATTRS = {"href", "src", "action", "srcset", "poster", "data", "formaction", "background", "cite"}
-
-
-class TickClock:
-    """Each reading 1 ms after the previous: budgets are small, non-zero and deterministic."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 0.001
-        return self.now
-
-
-class JumpClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 @dataclasses.dataclass
@@ -162,7 +143,7 @@ def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
 def make_client(project, registry, drafts, embedder, clock=None, fixture_drafter=None) -> TestClient:
     t = project.thresholds
     t = dataclasses.replace(t, rate_limit=dataclasses.replace(t.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9))
-    clock = clock or TickClock()
+    clock = clock or tick_clock()
     app = create_app(
         registry=registry,
         fixture_service=Service(registry, t, fixture_drafter or FixtureDrafter(drafts), clock, committed_vector(embedder)),
@@ -325,7 +306,7 @@ def test_no_context_pages_are_503(project, drafts, embedder, css):
 
 
 def test_abandoned_page_is_503_with_detail_and_budget(project, index, drafts, embedder):
-    client = make_client(project, Registry(index), drafts, embedder, clock=JumpClock())
+    client = make_client(project, Registry(index), drafts, embedder, clock=jump_clock())
     r, page = _question_page(client, "q01")
     assert r.status_code == 503
     assert page.ids["state"].strip() == "abandoned"
