@@ -9,6 +9,7 @@ The parameters come from committed configuration (``eval/thresholds.yaml``, ``in
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -17,6 +18,11 @@ from .corpus import Section
 
 class ChunkingError(ValueError):
     pass
+
+
+# An RFC line break right after a hyphen splits one hyphenated word ("Max-\n   Age"):
+# rejoined, or the chunk would read "Max- Age" to BM25 and to the embedder.
+_WRAPPED_HYPHEN = re.compile(r"(?<=\w)-[ \t]*\n[ \t]*(?=\w)")
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class ChunkParams:
 
     @property
     def identity(self) -> str:
-        return f"words={self.words};overlap={self.overlap}"
+        return f"words={self.words};overlap={self.overlap};wrapped-hyphens=joined"
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ def chunk_sections(sections: Iterable[Section], params: ChunkParams) -> tuple[Ch
     stride = params.words - params.overlap
     chunks: list[Chunk] = []
     for section in sections:
-        words = section.text.split()
+        words = _WRAPPED_HYPHEN.sub("-", section.text).split()
         if not words:
             continue
         start, ordinal = 0, 0

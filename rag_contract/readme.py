@@ -91,11 +91,38 @@ def load_table(root: Path) -> str:
     return render(json.loads(path.read_text()))
 
 
+def stale_example(root: Path) -> str:
+    """What index-status says after one byte is appended to a corpus file (manifest updated),
+    run for real on a temporary copy of the project."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    from .lifecycle import Paths, index_status
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp)
+        for name in ("corpus", "index", "eval"):
+            shutil.copytree(root / name, copy / name)
+        target = copy / "corpus" / "rfc8259.txt"
+        old = target.read_bytes()
+        target.write_bytes(old + b"x")
+        manifest = copy / "corpus" / "manifest.yaml"
+        manifest.write_text(
+            manifest.read_text()
+            .replace(hashlib.sha256(old).hexdigest(), hashlib.sha256(old + b"x").hexdigest())
+            .replace(f"bytes: {len(old)}", f"bytes: {len(old) + 1}")
+        )
+        described = index_status(Paths(copy)).describe()
+    return f"```\n$ rag-contract index-status\n{described}\n```\n"
+
+
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "retrieval": retrieval_table,
     "answers": answers_table,
     "abstention": abstention_table,
     "load": load_table,
+    "stale-example": stale_example,
 }
 
 
