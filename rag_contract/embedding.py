@@ -5,7 +5,7 @@
   committed beside this module. No network, no model hub, no key. Text longer than the
   model's window is embedded as consecutive windows whose mean-pooled vectors are averaged
   (weighted by token count), so the tail of a long chunk is not silently dropped.
-  Measured on 2 cores: ~70 ms per 220-word chunk, so the 868-chunk corpus takes about a minute.
+  Measured on 2 cores: ~70 ms per 220-word chunk, so the ~870-chunk corpus takes about a minute.
 - ``OpenAIEmbedder``: ``text-embedding-3-small`` through the ``openai`` client, priced and
   capped by the spend ledger; only ever run by hand (tests use a fake server on loopback).
 

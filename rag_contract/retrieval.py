@@ -4,7 +4,7 @@ Contract: ``rank_sections(index, query_text, query_vector, mode, k, rrf_k)`` ret
 ``k`` *sections* (a section ranks where its best chunk ranks), each with its score and best
 chunk. Everything reads the one ``index`` passed in; nothing here looks anything up
 elsewhere. Ties break by chunk order in the index, so the ranking is a pure function of
-(index, query). Cost: one 868x384 matrix-vector product plus one BM25 pass, well under a
+(index, query). Cost: one (chunks x 384) matrix-vector product plus one BM25 pass, well under a
 millisecond (see tests/bench_retrieval.py).
 """
 
