@@ -9,20 +9,15 @@ The parameters come from committed configuration (``eval/thresholds.yaml``, ``in
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from .corpus import Section
+from .corpus import Section, unwrap_hyphens
 
 
 class ChunkingError(ValueError):
     pass
 
-
-# An RFC line break right after a hyphen splits one hyphenated word ("Max-\n   Age"):
-# rejoined, or the chunk would read "Max- Age" to BM25 and to the embedder.
-_WRAPPED_HYPHEN = re.compile(r"(?<=\w)-[ \t]*\n[ \t]*(?=\w)")
 
 
 @dataclass(frozen=True)
@@ -55,7 +50,8 @@ def chunk_sections(sections: Iterable[Section], params: ChunkParams) -> tuple[Ch
     stride = params.words - params.overlap
     chunks: list[Chunk] = []
     for section in sections:
-        words = _WRAPPED_HYPHEN.sub("-", section.text).split()
+        # rejoined, or a chunk would read "Max- Age" to BM25 and to the embedder
+        words = unwrap_hyphens(section.text).split()
         if not words:
             continue
         start, ordinal = 0, 0

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping, Protocol, Sequence
 
+from .corpus import unwrap_hyphens
 from .grounding import Claim, content_words
 
 
@@ -62,13 +63,12 @@ def prompt_fingerprint(question: str, passages: Sequence[PassageText]) -> str:
 # prose ("e.g.", "i.e.", "etc.") are not ends; ABNF blocks become their own "sentences"
 # and rarely score, because they share few content words with a question.
 _SENT_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<=[.?!])\s+(?=[A-Z\"(])|\n\s*\n")
-# An RFC line break inside a hyphenated name ("If-\n   Modified-Since") is not a space.
-_WRAPPED_HYPHEN = re.compile(r"(?<=\w)-[ \t]*\n[ \t]*(?=\w)")
 
 
 def sentences(text: str) -> list[str]:
     out = []
-    for part in _SENT_END.split(_WRAPPED_HYPHEN.sub("-", text)):
+    # a line break inside a hyphenated name ("If-\n   Modified-Since") is not a space
+    for part in _SENT_END.split(unwrap_hyphens(text)):
         s = re.sub(r"\s+", " ", part).strip()
         if len(s.split()) >= 4:
             out.append(s)

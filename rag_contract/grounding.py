@@ -69,6 +69,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, filterfalse
 
+from .corpus import unwrap_hyphens
+
 RULE_CITATION = "citation"
 RULE_LITERAL = "literal"
 RULE_COVERAGE = "coverage"
@@ -102,8 +104,6 @@ class Verdict:
 
 # --- tokenisation --------------------------------------------------------------
 
-# RFC plain text wraps lines inside hyphenated words ("max-\n   age"); rejoin them.
-_WRAPPED_HYPHEN = re.compile(r"(?<=\w)-[ \t]*\n[ \t]*(?=\w)")
 _TOKEN = re.compile(r"\w+(?:['.-]\w+)*")
 _COMPOUND_SPLIT = re.compile(r"[-_]")
 
@@ -167,7 +167,7 @@ def _normalise_text(text: str) -> str:
     if "\u2010" in text or "\u2011" in text:
         text = text.replace("\u2010", "-").replace("\u2011", "-")
     if "\n" in text:
-        text = _WRAPPED_HYPHEN.sub("-", text)
+        text = unwrap_hyphens(text)  # RFC line wraps inside hyphenated words
     return text
 
 
