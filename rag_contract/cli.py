@@ -231,13 +231,13 @@ def cmd_gate(args) -> int:
 
     ctx = GateContext(root or find_root())
     failed = 0
-    for check in checks(ctx):
+    all_checks = checks(ctx)
+    for check in all_checks:
         outcome = run_check(check, ctx)
         failed += not outcome.passed
         if not outcome.passed or args.verbose:
             print(f"{'PASS' if outcome.passed else 'FAIL'} {check.id}: {outcome.message}")
-    total = len(checks(ctx))
-    print(f"{total - failed} passed, {failed} failed")
+    print(f"{len(all_checks) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

@@ -138,6 +138,17 @@ class GateContext:
 
         return load_prices(self.root / "eval" / "prices.yaml")
 
+    @cached_property
+    def rerecord_usd(self) -> float:
+        """Upper bound of a live re-record of every draft: the prompts a run would send, each
+        with max_completion_tokens of output. Held by two checks, priced once."""
+        from .live import rerecord_prompts
+        from .spend import worst_case_rerecord
+
+        d = self.thresholds.drafting
+        prompts = rerecord_prompts(self.project, self.index, self.fixture_service.query_vector)
+        return worst_case_rerecord(self.prices, d.live_model, prompts, d.max_completion_tokens)
+
 
 # --- retrieval ------------------------------------------------------------------------------
 
@@ -367,17 +378,15 @@ def _latency(ctx: GateContext) -> Outcome:
 def _priced(kind: str) -> Callable[[GateContext], Outcome]:
     def run(ctx: GateContext) -> Outcome:
         # Prices from committed text only: no client is built and the ledger is not touched.
-        from .live import rerecord_prompts
         from .openai_embedding import rebuild_texts
-        from .spend import priced_rebuild, worst_case_rerecord
+        from .spend import priced_rebuild
 
-        b, d = ctx.thresholds.budget, ctx.thresholds.drafting
+        b = ctx.thresholds.budget
         if kind == "rebuild":
             cost = priced_rebuild(ctx.prices, rebuild_texts(ctx.project))
             bar, key, what = b.max_rebuild_usd, "budget.max_rebuild_usd", "build-index --embedder openai-text-embedding-3-small"
         else:
-            prompts = rerecord_prompts(ctx.project, ctx.index, ctx.fixture_service.query_vector)
-            cost = worst_case_rerecord(ctx.prices, d.live_model, prompts, d.max_completion_tokens)
+            cost = ctx.rerecord_usd
             if kind == "rerecord":
                 bar, key, what = b.max_rerecord_usd, "budget.max_rerecord_usd", "record-drafts --drafter live"
             else:
