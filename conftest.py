@@ -29,6 +29,16 @@ def index(project):
     return load_index(project.paths.index)
 
 
+@pytest.fixture(scope="session")
+def embedder():
+    """The local embedder, its model loaded once, not inside any request's deadline."""
+    from rag_contract.embedding import LocalEmbedder
+
+    e = LocalEmbedder()
+    e.embed_one("warm up")
+    return e
+
+
 @pytest.fixture(autouse=True)
 def _no_api_keys(monkeypatch):
     """No test may reach a paid API: keys are scrubbed from every test's environment."""

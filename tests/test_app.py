@@ -28,7 +28,6 @@ from rag_contract.asking import (
     validate_question,
 )
 from rag_contract.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
-from rag_contract.embedding import LocalEmbedder
 from rag_contract.grounding import Claim, check_claim
 from rag_contract.lifecycle import Change, IndexStatus, Registry
 from rag_contract.ratelimit import Allowance, Decision, MemoryStore, StoreUnavailable, probe
@@ -58,12 +57,6 @@ class SpyDrafter:
         self.calls += 1
         return self.inner.draft(question_id, question, passages)
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    e = LocalEmbedder()
-    e.embed_one("warm up")  # the model loads once per module, not inside a request's deadline
-    return e
 
 
 def partial_draft(index, thresholds, question) -> Draft:

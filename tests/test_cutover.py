@@ -30,7 +30,6 @@ from starlette.testclient import TestClient
 from rag_contract.answering import Answer, Service, stored_vector
 from rag_contract.app import create_app
 from rag_contract.drafting import ExtractiveDrafter
-from rag_contract.embedding import LocalEmbedder
 from rag_contract.index import IndexLoadError
 from rag_contract.lifecycle import Registry
 from rag_contract.ratelimit import MemoryStore
@@ -152,12 +151,6 @@ def test_the_check_fails_for_a_service_that_reads_the_registry_at_the_end(projec
 
 # --- the same over HTTP ----------------------------------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    e = LocalEmbedder()
-    e.embed_one("warm up")
-    return e
 
 
 def _app(project, registry, fixture_drafter, ask_query_vector):

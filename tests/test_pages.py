@@ -19,7 +19,6 @@ from starlette.testclient import TestClient
 from rag_contract.answering import Service, consult, stored_vector
 from rag_contract.app import create_app
 from rag_contract.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
-from rag_contract.embedding import LocalEmbedder
 from rag_contract.grounding import Claim, check_claim
 from rag_contract.lifecycle import Registry
 from rag_contract.ratelimit import MemoryStore
@@ -103,12 +102,6 @@ def assert_phone_ready(page: Page) -> None:
 
 # --- parts -----------------------------------------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def embedder():
-    e = LocalEmbedder()
-    e.embed_one("warm up")
-    return e
 
 
 @pytest.fixture(scope="module")
