@@ -43,8 +43,8 @@ bench-compare: $(STAMP)
 
 # Bounded loopback load run (wrk, ~2 minutes): writes eval/results/load.json, then the README table.
 load: $(STAMP)
-	$(BIN)/python -m rag_contract.loadtest
-	$(BIN)/rag-contract readme
+	$(BIN)/python -m tools.loadtest
+	$(BIN)/python -m tools.readme
 
 clean:
 	rm -rf $(VENV)

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from rag_contract.embedders.local import LocalEmbedder
+from rag_contract.index.store import load_index
+from rag_contract.project import load_project
+
 ROOT = Path(__file__).resolve().parent
 
 
@@ -17,14 +21,12 @@ def root() -> Path:
 
 @pytest.fixture(scope="session")
 def project():
-    from rag_contract.project import load_project
 
     return load_project(ROOT)
 
 
 @pytest.fixture(scope="session")
 def index(project):
-    from rag_contract.index import load_index
 
     return load_index(project.paths.index)
 
@@ -32,7 +34,6 @@ def index(project):
 @pytest.fixture(scope="session")
 def embedder():
     """The local embedder, its model loaded once, not inside any request's deadline."""
-    from rag_contract.embedding import LocalEmbedder
 
     e = LocalEmbedder()
     e.embed_one("warm up")

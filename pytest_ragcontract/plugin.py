@@ -16,14 +16,20 @@ from pathlib import Path
 
 import pytest
 
+from rag_contract.quality.gate import GateContext, checks, plain_measure, run_check
+
 _CTX_KEY = pytest.StashKey[object]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ragcontract", "rag-contract gate")
-    group.addoption("--ragcontract-thresholds", default=None, help="thresholds file (default: ini ragcontract_thresholds)")
+    group.addoption(
+        "--ragcontract-thresholds", default=None, help="thresholds file (default: ini ragcontract_thresholds)"
+    )
     group.addoption("--ragcontract-questions", default=None, help="questions file (default: ini ragcontract_questions)")
-    parser.addini("ragcontract_thresholds", "thresholds file the gate holds the build to", default="eval/thresholds.yaml")
+    parser.addini(
+        "ragcontract_thresholds", "thresholds file the gate holds the build to", default="eval/thresholds.yaml"
+    )
     parser.addini("ragcontract_questions", "question set the gate evaluates", default="eval/questions.yaml")
 
 
@@ -47,7 +53,6 @@ class GateFile(pytest.File):
     """The thresholds file, collected as the gate: one item per check."""
 
     def collect(self):
-        from rag_contract.gate import GateContext, checks
 
         config = self.config
         try:
@@ -100,7 +105,6 @@ class GateItem(pytest.Item):
         self.add_marker(pytest.mark.gate)
 
     def runtest(self) -> None:
-        from rag_contract.gate import run_check
 
         outcome = run_check(self.check, self.config.stash[_CTX_KEY])
         _record(self, outcome.figures)
@@ -118,15 +122,12 @@ class GateItem(pytest.Item):
 
 def _benchmarked_item(parent: GateFile, check) -> pytest.Function:
     """The latency check as a Function item, so it gets the ``benchmark`` fixture."""
-    from rag_contract.gate import run_check
 
     def gate_check(benchmark, request):
         ctx = request.config.stash[_CTX_KEY]
 
         def measure(fn):
             if benchmark.disabled:  # --benchmark-disable: the bar still holds, timed plainly
-                from rag_contract.gate import plain_measure
-
                 return plain_measure(fn)
             benchmark.pedantic(fn, rounds=40, iterations=1, warmup_rounds=3)
             return benchmark.stats.stats.median

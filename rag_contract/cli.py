@@ -3,29 +3,55 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
-from .chunking import ChunkingError
-from .corpus import CorpusError
-from .drafting import DraftError
-from .embedding import EmbedderError
-from .index import IndexLoadError
-from .live import ClientConfigError
-from .questions import QuestionsError
-from .spend import PricesError, SpendLedgerError, SpendRefused
-from .thresholds import ThresholdsError
+from tqdm import tqdm
+
+from rag_contract.answering.drafting import DraftError, ExtractiveDrafter, FixtureDrafter
+from rag_contract.answering.free_text import AskRejected, validate_question
+from rag_contract.answering.live_drafter import live_drafter_for
+from rag_contract.answering.service import Abandoned
+from rag_contract.config.questions import QuestionsError
+from rag_contract.config.thresholds import ThresholdsError
+from rag_contract.corpus.chunking import ChunkingError, chunk_sections
+from rag_contract.corpus.sources import CorpusError, inventory
+from rag_contract.embedders import make_embedder
+from rag_contract.embedders.base import EmbedderError
+from rag_contract.index.registry import Registry
+from rag_contract.index.status import index_status
+from rag_contract.index.store import IndexLoadError, build_index, load_index, rebuild_texts, save_index
+from rag_contract.openai_client import ClientConfigError
+from rag_contract.project import Paths, find_root, load_project
+from rag_contract.quality.abstention import write_curve
+from rag_contract.quality.evaluation import answers_report, evaluate_project
+from rag_contract.quality.gate import GateContext, checks, run_check
+from rag_contract.quality.recording import draft_all, write_drafts
+from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
+from rag_contract.web.serving import build_services, drafts_dir, extractive_drafter, serve
 
 # Refusals a person acts on: printed as one line naming the file, key or cap, never a traceback.
 LOAD_ERRORS = (
-    CorpusError, ThresholdsError, QuestionsError, IndexLoadError, ChunkingError, EmbedderError,
-    DraftError, SpendRefused, SpendLedgerError, PricesError, ClientConfigError, FileNotFoundError,
+    CorpusError,
+    ThresholdsError,
+    QuestionsError,
+    IndexLoadError,
+    ChunkingError,
+    EmbedderError,
+    DraftError,
+    SpendRefused,
+    SpendLedgerError,
+    PricesError,
+    ClientConfigError,
+    FileNotFoundError,
 )
 
 
 def _project(args):
-    from .project import load_project
 
     return load_project(
         Path(args.root) if args.root else None,
@@ -37,7 +63,6 @@ def _project(args):
 
 
 def cmd_sections(args) -> int:
-    from .corpus import inventory
 
     project = _project(args)
     inv = inventory(project.corpus)
@@ -53,8 +78,6 @@ def cmd_sections(args) -> int:
 
 
 def cmd_index_status(args) -> int:
-    from .lifecycle import Paths, index_status
-    from .project import find_root
 
     root = Path(args.root) if args.root else find_root()
     status = index_status(Paths(root), Path(args.questions) if args.questions else None)
@@ -63,19 +86,14 @@ def cmd_index_status(args) -> int:
 
 
 def cmd_build_index(args) -> int:
-    from tqdm import tqdm
-
-    from .embedding import make_embedder
-    from .index import build_index, save_index
 
     project = _project(args)
     name = args.embedder or project.thresholds.index.embedder
     embedder = make_embedder(name)
     if hasattr(embedder, "authorise_build"):
         # A paid embedder asks the spend ledger before any call; refusal writes nothing.
-        embedder.authorise_build(project)
+        embedder.authorise_build(project, rebuild_texts(project))
     total = len(project.questions.questions)
-    from .chunking import chunk_sections
 
     total += len(chunk_sections(project.corpus.sections, project.chunk_params))
     with tqdm(total=total, desc="embedding", unit="text", disable=args.no_progress) as bar:
@@ -89,7 +107,6 @@ def cmd_build_index(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .evaluation import evaluate_project
 
     project = _project(args)
     report = evaluate_project(project)
@@ -102,27 +119,21 @@ def cmd_eval(args) -> int:
 
 def _services(project, index=None):
     """(fixture service, extractive service for free text) over one registry, as served."""
-    import time
-
-    from .drafting import FixtureDrafter
-    from .embedding import make_embedder
-    from .index import load_index
-    from .lifecycle import Registry
-    from .serving import build_services, drafts_dir, extractive_drafter
 
     registry = Registry(index or load_index(project.paths.index))
     embedder = make_embedder(registry.acquire().embedder_name)
     embedder.embed(["warm-up"])  # load the model now, not inside a request's deadline
     return build_services(
-        registry, project.thresholds,
+        registry,
+        project.thresholds,
         fixture_drafter=FixtureDrafter(drafts_dir(project.paths.root)),
         ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),
-        embedder=embedder, clock=time.perf_counter,
+        embedder=embedder,
+        clock=time.perf_counter,
     )
 
 
 def _print_answer(answer, as_json: bool) -> int:
-    from .answering import Abandoned
 
     if as_json:
         print(json.dumps(answer.as_dict(), indent=1, ensure_ascii=False))
@@ -130,16 +141,21 @@ def _print_answer(answer, as_json: bool) -> int:
     if isinstance(answer, Abandoned):
         print(f"ABANDONED (index {answer.index_version}): {answer.detail}")
         return 1
-    print(f"{answer.state.value.upper()}  (index {answer.index_version}, drafter {answer.drafter}, "
-          f"{answer.budget.spent_ms:.1f} ms of {answer.budget.deadline_ms:g})")
+    print(
+        f"{answer.state.value.upper()}  (index {answer.index_version}, drafter {answer.drafter}, "
+        f"{answer.budget.spent_ms:.1f} ms of {answer.budget.deadline_ms:g})"
+    )
     print(f"Q: {answer.question}")
     for v in answer.kept:
         print(f"  + {v.claim.text}  [{v.claim.section_id}]")
     for v in answer.withdrawn:
         print(f"  - WITHDRAWN ({v.rule}): {v.claim.text}  [{v.claim.section_id}]\n      {v.detail}")
     if answer.state.value in ("unsupported", "no_context"):
-        print("  refused: no claim survived the grounding check." if answer.state.value == "unsupported"
-              else f"  service error: {answer.detail}")
+        print(
+            "  refused: no claim survived the grounding check."
+            if answer.state.value == "unsupported"
+            else f"  service error: {answer.detail}"
+        )
     print("  passages consulted: " + ", ".join(f"{p.section_id} ({p.title})" for p in answer.passages))
     return 0 if answer.http_status == 200 else 1
 
@@ -155,7 +171,6 @@ def cmd_answer(args) -> int:
 
 
 def cmd_ask(args) -> int:
-    from .asking import AskRejected, validate_question
 
     project = _project(args)
     try:
@@ -168,8 +183,6 @@ def cmd_ask(args) -> int:
 
 
 def cmd_eval_answers(args) -> int:
-    from .evaluation import answers_report
-    from .index import load_index
 
     project = _project(args)
     index = load_index(project.paths.index)
@@ -179,32 +192,30 @@ def cmd_eval_answers(args) -> int:
     if not args.questions and not args.no_write:
         (project.paths.root / "eval" / "results" / "answers.json").write_text(text)
     if args.quiet:
-        print(f"index {index.version} | grounded {report['grounded_rate']} of {report['answerable']} | "
-              f"cites expected {report['expected_citation_rate']} | state agreement {report['state_agreement']} "
-              f"of {report['refusals']} | answered unanswerable {report['answered_unanswerable']} | "
-              f"withdrawn {report['claims_withdrawn']} of {report['claims']}")
+        print(
+            f"index {index.version} | grounded {report['grounded_rate']} of {report['answerable']} | "
+            f"cites expected {report['expected_citation_rate']} | state agreement {report['state_agreement']} "
+            f"of {report['refusals']} | answered unanswerable {report['answered_unanswerable']} | "
+            f"withdrawn {report['claims_withdrawn']} of {report['claims']}"
+        )
     else:
         print(text, end="")
     return 0
 
 
 def cmd_abstention(args) -> int:
-    from .abstention import write_curve
 
     project = _project(args)
     rows = write_curve(project)
     for r in rows:
-        print(f"{r['threshold']:.2f}  coverage {r['coverage']:.3f}  acc {r['accuracy_when_answered']}  "
-              f"false {r['false_answer_rate']:.3f}")
+        print(
+            f"{r['threshold']:.2f}  coverage {r['coverage']:.3f}  acc {r['accuracy_when_answered']}  "
+            f"false {r['false_answer_rate']:.3f}"
+        )
     return 0
 
 
 def cmd_record_drafts(args) -> int:
-    import datetime
-
-    from .drafting import ExtractiveDrafter
-    from .index import load_index
-    from .recording import draft_all, write_drafts
 
     project = _project(args)
     index = load_index(project.paths.index)
@@ -212,8 +223,6 @@ def cmd_record_drafts(args) -> int:
     if args.drafter == "extractive":
         drafter = ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
     else:
-        from .live import live_drafter_for
-
         drafter = live_drafter_for(project, index)  # asks the spend ledger before every call
     date = args.date or datetime.date.today().isoformat()
     drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date)
@@ -224,10 +233,8 @@ def cmd_record_drafts(args) -> int:
 
 
 def cmd_gate(args) -> int:
-    from .gate import GateContext, checks, run_check
 
     root = Path(args.root) if args.root else None
-    from .project import find_root
 
     ctx = GateContext(root or find_root())
     failed = 0
@@ -242,23 +249,10 @@ def cmd_gate(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    import os
-
-    from .serving import serve
 
     port = args.port if args.port is not None else int(os.environ.get("PORT", "8000"))
     redis_url = args.redis or os.environ.get("REDIS_URL")
     serve(args.host, port, workers=args.workers, redis_url=redis_url)
-    return 0
-
-
-def cmd_readme(args) -> int:
-    from .project import find_root
-    from .readme import update_readme
-
-    root = Path(args.root) if args.root else find_root()
-    changed = update_readme(root)
-    print("README.md regenerated" if changed else "README.md already matches eval/results/")
     return 0
 
 
@@ -288,13 +282,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-write", action="store_true", help="print only")
     s.set_defaults(func=cmd_eval)
 
-    s = sub.add_parser("eval-answers", help="grounded rate, state agreement, answered-unanswerable; writes eval/results/answers.json")
+    s = sub.add_parser(
+        "eval-answers", help="grounded rate, state agreement, answered-unanswerable; writes eval/results/answers.json"
+    )
     s.add_argument("--questions")
     s.add_argument("--quiet", action="store_true")
     s.add_argument("--no-write", action="store_true")
     s.set_defaults(func=cmd_eval_answers)
 
-    s = sub.add_parser("abstention", help="sweep the extractive confidence threshold; writes eval/results/abstention.json and docs/abstention.svg")
+    s = sub.add_parser(
+        "abstention",
+        help="sweep the extractive confidence threshold; writes eval/results/abstention.json and docs/abstention.svg",
+    )
     s.set_defaults(func=cmd_abstention)
 
     s = sub.add_parser("answer", help="answer one question of the fixed set, showing its state")
@@ -316,9 +315,6 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("gate", help="every gate check, as pytest -m gate runs them; exit 1 on any failure")
     s.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
     s.set_defaults(func=cmd_gate)
-
-    s = sub.add_parser("readme", help="regenerate the README's measured tables from eval/results/")
-    s.set_defaults(func=cmd_readme)
 
     s = sub.add_parser("serve", help="serve the HTTP API and pages (uvicorn)")
     s.add_argument("--host", default="127.0.0.1")

@@ -10,11 +10,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chunking import ChunkParams
-from .corpus import Corpus, load_corpus
-from .lifecycle import Paths
-from .questions import QuestionSet, load_questions
-from .thresholds import Thresholds, load_thresholds
+from rag_contract.config.questions import QuestionSet, load_questions
+from rag_contract.config.thresholds import Thresholds, load_thresholds
+from rag_contract.corpus.chunking import ChunkParams
+from rag_contract.corpus.sources import Corpus, load_corpus
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path
+
+    @property
+    def corpus(self) -> Path:
+        return self.root / "corpus"
+
+    @property
+    def index(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def questions(self) -> Path:
+        return self.root / "eval" / "questions.yaml"
+
+    @property
+    def thresholds(self) -> Path:
+        return self.root / "eval" / "thresholds.yaml"
 
 
 @dataclass(frozen=True)
@@ -28,7 +48,7 @@ class Project:
     def chunk_params(self) -> ChunkParams:
         return ChunkParams(self.thresholds.index.chunk_words, self.thresholds.index.chunk_overlap)
 
-    def with_questions(self, path: Path) -> "Project":
+    def with_questions(self, path: Path) -> Project:
         return Project(self.paths, self.thresholds, self.corpus, read_questions(path, self.corpus))
 
 

@@ -35,15 +35,15 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
-from .yamlfile import read_yaml
-
+from rag_contract.config.yamlfile import read_yaml
 
 EMBEDDING_MODEL = "text-embedding-3-small"
 LEDGER_NAME = ".spend-ledger.json"
@@ -142,7 +142,9 @@ def parse_prices(raw: Any) -> Prices:
             raise PricesError(f"prices.yaml: models.{name}: must be a mapping with input[, output]")
         extra = set(entry) - {"input", "output"}
         if extra:
-            raise PricesError(f"prices.yaml: models.{name}: unknown key(s) {sorted(extra)} (known: ['input', 'output'])")
+            raise PricesError(
+                f"prices.yaml: models.{name}: unknown key(s) {sorted(extra)} (known: ['input', 'output'])"
+            )
         if "input" not in entry:
             raise PricesError(f"prices.yaml: models.{name}.input: required key missing")
         output = entry.get("output")
@@ -257,7 +259,7 @@ class SpendLedger:
     # reading ---------------------------------------------------------------------------
 
     def today(self) -> str:
-        return datetime.fromtimestamp(self.clock(), timezone.utc).date().isoformat()
+        return datetime.fromtimestamp(self.clock(), UTC).date().isoformat()
 
     def entries(self) -> tuple[dict, ...]:
         return tuple(self._read())
@@ -343,7 +345,7 @@ class SpendLedger:
         return day
 
     def _now_iso(self) -> str:
-        return datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
+        return datetime.fromtimestamp(self.clock(), UTC).isoformat(timespec="seconds")
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -363,14 +365,18 @@ class SpendLedger:
         except FileNotFoundError:
             return []
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SpendLedgerError(f"{self.path.name}: unreadable spend ledger ({exc}); refusing every paid call") from None
+            raise SpendLedgerError(
+                f"{self.path.name}: unreadable spend ledger ({exc}); refusing every paid call"
+            ) from None
         if (
             not isinstance(raw, dict)
             or raw.get("format") != LEDGER_FORMAT
             or not isinstance(raw.get("entries"), list)
             or not all(isinstance(e, dict) and _is_amount(e.get("usd")) for e in raw["entries"])
         ):
-            raise SpendLedgerError(f"{self.path.name}: not a format-{LEDGER_FORMAT} spend ledger; refusing every paid call")
+            raise SpendLedgerError(
+                f"{self.path.name}: not a format-{LEDGER_FORMAT} spend ledger; refusing every paid call"
+            )
         return raw["entries"]
 
     def _write(self, entries: list[dict]) -> None:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_contract import grounding
-from rag_contract.corpus import load_corpus
-from rag_contract.grounding import Claim, check_claims, passage_terms
+from rag_contract.answering import grounding
+from rag_contract.answering.grounding import Claim, check_claims, passage_terms
+from rag_contract.corpus.sources import load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOOR = 2 / 3

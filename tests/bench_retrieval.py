@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from rag_contract.answering import Service, committed_vector
-from rag_contract.drafting import FixtureDrafter
-from rag_contract.embedding import make_embedder
-from rag_contract.lifecycle import Registry
-from rag_contract.retrieval import MODES, rank_sections
+from rag_contract.answering.drafting import FixtureDrafter
+from rag_contract.answering.service import Service, committed_vector
+from rag_contract.embedders import make_embedder
+from rag_contract.index.registry import Registry
+from rag_contract.retrieval.ranking import MODES, rank_sections
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,9 @@ def test_retrieval_per_query(benchmark, index, project, question, mode):
 def test_served_answer_fixture_path(benchmark, index, project, root):
     """Service.answer on every fixed question in turn: retrieval, fixture draft, grounding."""
     svc = Service(
-        Registry(index), project.thresholds, FixtureDrafter(root / "eval" / "fixtures" / "drafts"),
+        Registry(index),
+        project.thresholds,
+        FixtureDrafter(root / "eval" / "fixtures" / "drafts"),
         query_vector=committed_vector(make_embedder(index.embedder_name)),
     )
     qs = project.questions.questions

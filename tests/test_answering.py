@@ -7,12 +7,11 @@ import json
 
 import pytest
 
-from rag_contract.answering import Abandoned, Answer, AnswerState, Service, consult, decide
-from rag_contract.drafting import ExtractiveDrafter, FixtureDrafter, read_draft
-from rag_contract.grounding import Claim
-from rag_contract.lifecycle import Registry
-from rag_contract.recording import draft_all, write_drafts
-
+from rag_contract.answering.drafting import ExtractiveDrafter, FixtureDrafter, read_draft
+from rag_contract.answering.grounding import Claim
+from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service, consult, decide
+from rag_contract.index.registry import Registry
+from rag_contract.quality.recording import draft_all, write_drafts
 
 
 class ScriptedDrafter:
@@ -71,7 +70,7 @@ def quote(section, n=0):
 
 
 def ExtractiveDrafterSentences(text):
-    from rag_contract.drafting import sentences
+    from rag_contract.answering.drafting import sentences
 
     return sentences(text)
 
@@ -112,14 +111,16 @@ def test_no_claims_drafted_is_unsupported(project, index, q):
 
 def test_no_index_is_no_context_503_without_version(project, index, q):
     drafter = ScriptedDrafter([])
-    a = service(project, index, drafter, registry=Registry(None, load_error="meta.json: missing")).answer(q.question, q.id)
+    a = service(project, index, drafter, registry=Registry(None, load_error="meta.json: missing")).answer(
+        q.question, q.id
+    )
     assert a.state is AnswerState.NO_CONTEXT and a.http_status == 503
     assert a.index_version is None and "meta.json" in a.detail
     assert drafter.calls == 0
 
 
 def test_decide():
-    from rag_contract.grounding import Verdict
+    from rag_contract.answering.grounding import Verdict
 
     kept = Verdict(Claim("x", "s"), True, None, None, 1.0, ())
     gone = Verdict(Claim("y", "s"), False, "coverage", "0.2 < 0.667", 0.2, ())
@@ -166,7 +167,7 @@ def test_deadline_inside_the_grounding_loop_abandons_never_answers_from_checked_
     claims = [Claim(quote(cited[0], i), cited[0].id) for i in range(3)]
     checked = []
 
-    import rag_contract.answering as answering
+    import rag_contract.answering.service as answering
 
     real = answering.check_claims
 
@@ -207,7 +208,9 @@ def test_a_request_uses_only_the_index_it_acquired(project, index, q, cited):
             registry.install(other)  # a cutover lands mid-draft
             return super().draft(question_id, question, passages)
 
-    a = service(project, index, SwappingDrafter([Claim(quote(cited[0]), cited[0].id)]), registry=registry).answer(q.question, q.id)
+    a = service(project, index, SwappingDrafter([Claim(quote(cited[0]), cited[0].id)]), registry=registry).answer(
+        q.question, q.id
+    )
     assert a.index_version == index.version
     assert registry.acquire() is other
 
@@ -238,12 +241,25 @@ def test_every_committed_draft_records_its_provenance(project, index, root):
 def test_fixture_replay_reruns_grounding(project, index, q, tmp_path):
     """A fixture freezes the drafter's output only: change the coverage floor and the verdict moves."""
     draft = {
-        "question_id": q.id, "question": q.question, "drafter": "hand", "prompt_fingerprint": "0" * 16,
-        "index_version": index.version, "recorded": "2026-11-29",
+        "question_id": q.id,
+        "question": q.question,
+        "drafter": "hand",
+        "prompt_fingerprint": "0" * 16,
+        "index_version": index.version,
+        "recorded": "2026-11-29",
         "claims": [{"text": "Caches compute lifetimes from headers in various ways.", "section_id": "rfc9111#4.2.1"}],
     }
     (tmp_path / f"{q.id}.json").write_text(json.dumps(draft))
-    strict = dataclasses.replace(project.thresholds, grounding=dataclasses.replace(project.thresholds.grounding, coverage_floor=1.0))
-    loose = dataclasses.replace(project.thresholds, grounding=dataclasses.replace(project.thresholds.grounding, coverage_floor=0.0))
-    assert Service(Registry(index), strict, FixtureDrafter(tmp_path)).answer(q.question, q.id).state is not AnswerState.GROUNDED
-    assert Service(Registry(index), loose, FixtureDrafter(tmp_path)).answer(q.question, q.id).state is AnswerState.GROUNDED
+    strict = dataclasses.replace(
+        project.thresholds, grounding=dataclasses.replace(project.thresholds.grounding, coverage_floor=1.0)
+    )
+    loose = dataclasses.replace(
+        project.thresholds, grounding=dataclasses.replace(project.thresholds.grounding, coverage_floor=0.0)
+    )
+    assert (
+        Service(Registry(index), strict, FixtureDrafter(tmp_path)).answer(q.question, q.id).state
+        is not AnswerState.GROUNDED
+    )
+    assert (
+        Service(Registry(index), loose, FixtureDrafter(tmp_path)).answer(q.question, q.id).state is AnswerState.GROUNDED
+    )

@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rag_contract.ratelimit import Allowance, Decision
-from rag_contract.serving import build_served_app
+from rag_contract.web.ratelimit import Allowance, Decision
+from rag_contract.web.serving import build_served_app
 
 try:  # tests/ on sys.path (pytest's rootdir-less import) or tests as a package
     from live_server import LiveServer, running

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rag_contract.chunking import ChunkingError, ChunkParams
-from rag_contract.questions import QuestionsError, parse_questions
-from rag_contract.thresholds import ThresholdsError, load_thresholds, parse_thresholds
+from rag_contract.config.questions import QuestionsError, parse_questions
+from rag_contract.config.thresholds import ThresholdsError, load_thresholds, parse_thresholds
+from rag_contract.corpus.chunking import ChunkingError, ChunkParams
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = yaml.safe_load((ROOT / "eval" / "thresholds.yaml").read_text())
@@ -40,11 +40,19 @@ def test_committed_thresholds_load():
     [
         ("budget.max_request_ms", 80.0, r"budget.max_request_ms: the gate's latency bar must be at most half"),
         ("rate_limit.max_requests_per_minute", 400, r"rate_limit.max_requests_per_minute: 400/min .* quarter"),
-        ("budget.daily_cap_usd", 0.01, r"budget.daily_cap_usd: 0.01 is below budget.max_rebuild_usd|budget.daily_cap_usd: 0.01 is below budget.max_rerecord_usd"),
+        (
+            "budget.daily_cap_usd",
+            0.01,
+            r"budget.daily_cap_usd: 0.01 is below budget.max_rebuild_usd|budget.daily_cap_usd: 0.01 is below budget.max_rerecord_usd",
+        ),
         ("budget.request_deadline_ms", "fast", r"budget.request_deadline_ms: must be a number, got 'fast'"),
         ("rate_limit.max_client_burst", 2.5, r"rate_limit.max_client_burst: must be an integer"),
         ("rate_limit.trusted_proxy_hops", True, r"rate_limit.trusted_proxy_hops: must be an integer, got True"),
-        ("retrieval.serving_mode", "semantic", r"retrieval.serving_mode: must be one of \['dense', 'lexical', 'hybrid'\]"),
+        (
+            "retrieval.serving_mode",
+            "semantic",
+            r"retrieval.serving_mode: must be one of \['dense', 'lexical', 'hybrid'\]",
+        ),
         ("retrieval.floors.recall@1", 1.5, r"retrieval.floors.recall@1: must be between 0.0 and 1.0"),
         ("retrieval.ceilings.q01", 0, r"retrieval.ceilings.q01: must be > 0"),
         ("grounding.coverage_floor", -0.1, r"grounding.coverage_floor: must be between"),
@@ -93,15 +101,29 @@ def test_chunk_parameters_that_cannot_work_are_refused(words, overlap):
 
 # --- questions ---------------------------------------------------------------------------
 
-SECTIONS = {"rfc9111#4.2.1": "The freshness lifetime is computed as freshness_lifetime = max-age.", "rfc9110#1.2": "HTTP/2 multiplexed"}
+SECTIONS = {
+    "rfc9111#4.2.1": "The freshness lifetime is computed as freshness_lifetime = max-age.",
+    "rfc9110#1.2": "HTTP/2 multiplexed",
+}
 
 
 def load(items):
     return parse_questions({"questions": items}, set(SECTIONS), SECTIONS.__getitem__, source="q.yaml")
 
 
-GOOD = {"id": "q01", "question": "How is freshness computed?", "expected": ["rfc9111#4.2.1"], "evidence": "freshness_lifetime"}
-REFUSAL = {"id": "u01", "question": "How does HTTP/2 multiplex?", "answerable": False, "expected_state": "partial", "why": "1.2 names it"}
+GOOD = {
+    "id": "q01",
+    "question": "How is freshness computed?",
+    "expected": ["rfc9111#4.2.1"],
+    "evidence": "freshness_lifetime",
+}
+REFUSAL = {
+    "id": "u01",
+    "question": "How does HTTP/2 multiplex?",
+    "answerable": False,
+    "expected_state": "partial",
+    "why": "1.2 names it",
+}
 
 
 def test_good_question_set_loads():

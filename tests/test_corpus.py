@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_contract.corpus import CorpusError, load_corpus, parse_sections, strip_furniture, toc_ids
+from rag_contract.corpus.sources import CorpusError, load_corpus, parse_sections, strip_furniture, toc_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_RFCS = ("rfc3986", "rfc6265", "rfc8259", "rfc9110", "rfc9111", "rfc9112")
@@ -59,7 +59,9 @@ def test_no_page_furniture_or_bom_survives(corpus):
     for s in corpus.sections:
         assert "[Page " not in s.text, s.id
         assert "\f" not in s.text and "\ufeff" not in s.text, s.id
-        assert not any(line.startswith("RFC ") and line.rstrip().endswith(("2005", "2011", "2017")) for line in s.text.splitlines()), s.id
+        assert not any(
+            line.startswith("RFC ") and line.rstrip().endswith(("2005", "2011", "2017")) for line in s.text.splitlines()
+        ), s.id
 
 
 def test_a_section_spanning_a_page_break_reads_as_one_text(corpus):

@@ -27,13 +27,13 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from rag_contract.answering import Answer, Service, stored_vector
-from rag_contract.app import create_app
-from rag_contract.drafting import ExtractiveDrafter
-from rag_contract.index import IndexLoadError
-from rag_contract.lifecycle import Registry
-from rag_contract.ratelimit import MemoryStore
-from rag_contract.serving import build_served_app, embedded_vector, extractive_drafter
+from rag_contract.answering.drafting import ExtractiveDrafter
+from rag_contract.answering.service import Answer, Service, stored_vector
+from rag_contract.index.registry import Registry
+from rag_contract.index.store import IndexLoadError
+from rag_contract.web.app import create_app
+from rag_contract.web.ratelimit import MemoryStore
+from rag_contract.web.serving import build_served_app, embedded_vector, extractive_drafter
 
 try:  # tests/ on sys.path (pytest's rootdir-less import) or tests as a package
     from live_server import live_server  # noqa: F401 - fixture
@@ -105,7 +105,9 @@ ServiceFactory = Callable[..., Service]  # (registry, thresholds, drafter, clock
 
 def assert_completes_on_old_version(service_factory: ServiceFactory, index_a, index_b, thresholds, question) -> None:
     """In both windows: the answer reports A although B was installed while it ran."""
-    drafter = ExtractiveDrafter(thresholds.drafting.extractive_min_confidence, thresholds.drafting.extractive_max_claims)
+    drafter = ExtractiveDrafter(
+        thresholds.drafting.extractive_min_confidence, thresholds.drafting.extractive_max_claims
+    )
     for window in ("after acquire, inside query_vector", "mid-draft, inside draft()"):
         gate = Gate()
         registry = Registry(index_a)
@@ -152,7 +154,6 @@ def test_the_check_fails_for_a_service_that_reads_the_registry_at_the_end(projec
 # --- the same over HTTP ----------------------------------------------------------------------------
 
 
-
 def _app(project, registry, fixture_drafter, ask_query_vector):
     fixed = Service(registry, project.thresholds, fixture_drafter, FROZEN, stored_vector)
     free = Service(registry, project.thresholds, extractive_drafter(project.thresholds), FROZEN, ask_query_vector)
@@ -197,7 +198,9 @@ def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
     assert after.json()["index_version"] == after.headers["x-index-version"] == B_VERSION
 
     # Window 1 on POST /ask: after acquire, inside query_vector; this time B -> A.
-    worker, out = _in_flight(lambda: httpx.post(f"{server.url}/ask", json={"question": question.question}, timeout=WAIT_S))
+    worker, out = _in_flight(
+        lambda: httpx.post(f"{server.url}/ask", json={"question": question.question}, timeout=WAIT_S)
+    )
     assert vector_gate.entered.wait(WAIT_S)
     registry.install(index_a)
     vector_gate.release.set()

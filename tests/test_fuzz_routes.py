@@ -20,15 +20,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from rag_contract.answering import Service
-from rag_contract.app import create_app, section_href
-from rag_contract.drafting import FixtureDrafter
-from rag_contract.embedding import LocalEmbedder
-from rag_contract.lifecycle import Registry
+from rag_contract.answering.drafting import FixtureDrafter
+from rag_contract.answering.service import Service
+from rag_contract.embedders.local import LocalEmbedder
+from rag_contract.index.registry import Registry
 from rag_contract.project import load_project
-from rag_contract.ratelimit import MemoryStore
-from rag_contract.recording import draft_all, write_drafts
-from rag_contract.serving import committed_vector, embedded_vector, extractive_drafter
+from rag_contract.quality.recording import draft_all, write_drafts
+from rag_contract.web.app import create_app, section_href
+from rag_contract.web.ratelimit import MemoryStore
+from rag_contract.web.serving import committed_vector, embedded_vector, extractive_drafter
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTED_503 = {"abandoned", "draft_unavailable", "rate_limit_unavailable"}
@@ -56,7 +56,9 @@ def make_app(parts, *, generous: bool, rate_clock):
     project, index, embedder, drafts = parts
     t = project.thresholds
     if generous:
-        t = dataclasses.replace(t, rate_limit=dataclasses.replace(t.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9))
+        t = dataclasses.replace(
+            t, rate_limit=dataclasses.replace(t.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9)
+        )
     registry = Registry(index)
     return create_app(
         registry=registry,
@@ -64,7 +66,13 @@ def make_app(parts, *, generous: bool, rate_clock):
         ask_service=Service(registry, t, extractive_drafter(t), query_vector=embedded_vector(embedder)),
         questions=project.questions,
         thresholds=t,
-        status=lambda: {"fresh": True, "changes": [], "rebuild_version": index.version, "index_version": index.version, "error": None},
+        status=lambda: {
+            "fresh": True,
+            "changes": [],
+            "rebuild_version": index.version,
+            "index_version": index.version,
+            "error": None,
+        },
         clock=rate_clock,
         rate_store=MemoryStore(),
     )
@@ -111,7 +119,9 @@ segment = st.one_of(
     st.sampled_from(QUESTION_IDS),
     _text.filter(bool).map(lambda s: quote(s, safe="")),
     st.binary(min_size=1, max_size=30).map(lambda b: quote(b, safe="")),
-    st.sampled_from([".", "..", "%2e%2e", "%2F", "a%2Fb", "%00", "%ff%fe", "q01%23x", "rfc9110:", ":", "%23", "#"]).map(lambda s: quote(s, safe="%:")),
+    st.sampled_from([".", "..", "%2e%2e", "%2F", "a%2Fb", "%00", "%ff%fe", "q01%23x", "rfc9110:", ":", "%23", "#"]).map(
+        lambda s: quote(s, safe="%:")
+    ),
 )
 section_segment = st.one_of(st.sampled_from(SECTION_REFS), segment)
 header_value = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=80)
@@ -125,8 +135,20 @@ headers = st.fixed_dictionaries(
     {},
     optional={
         "x-forwarded-for": forwarded,
-        "accept": st.one_of(st.sampled_from(["application/json", "text/html", "*/*", "application/json;q=0", ""]), header_value),
-        "content-type": st.one_of(st.sampled_from(["application/json", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]), header_value),
+        "accept": st.one_of(
+            st.sampled_from(["application/json", "text/html", "*/*", "application/json;q=0", ""]), header_value
+        ),
+        "content-type": st.one_of(
+            st.sampled_from(
+                [
+                    "application/json",
+                    "text/plain",
+                    "application/x-www-form-urlencoded",
+                    "multipart/form-data; boundary=x",
+                ]
+            ),
+            header_value,
+        ),
         "accept-encoding": st.sampled_from(["gzip", "br", "identity", "*"]),
     },
 ).flatmap(
@@ -152,7 +174,11 @@ question_text = st.one_of(
 )
 ask_body = st.one_of(
     st.builds(lambda q: json.dumps({"question": q}).encode(), question_text),
-    st.builds(lambda q, extra: json.dumps({"question": q, **extra}).encode(), question_text, st.dictionaries(st.text(max_size=5), json_values, max_size=3)),
+    st.builds(
+        lambda q, extra: json.dumps({"question": q, **extra}).encode(),
+        question_text,
+        st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+    ),
     json_values.map(lambda v: json.dumps(v).encode()),
     st.binary(max_size=200),
     st.integers(0, 6000).map(lambda n: b'{"question": "' + b"a" * n + b'"}'),
@@ -192,7 +218,14 @@ def test_ask_route(client, body, h):
 
 
 @settings(FUZZ, max_examples=60)
-@given(verb=method, path=st.sampled_from(["/health", "/questions", "/answer/q01", "/ask", "/section/rfc9110:9.2.1", "/q/q01", "/static/site.css", "/"]), h=headers, body=st.binary(max_size=50))
+@given(
+    verb=method,
+    path=st.sampled_from(
+        ["/health", "/questions", "/answer/q01", "/ask", "/section/rfc9110:9.2.1", "/q/q01", "/static/site.css", "/"]
+    ),
+    h=headers,
+    body=st.binary(max_size=50),
+)
 def test_every_route_with_any_method(client, verb, path, h, body):
     check(client.request(verb, path, headers=h, content=body if verb not in ("GET", "HEAD") else None))
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rag_contract.gate import GateContext, checks, run_check
+from rag_contract.quality.gate import GateContext, checks, run_check
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,9 @@ def test_one_byte_appended_to_the_corpus_fails_freshness_alone(copy):
     data = path.read_bytes()
     manifest = (copy / "corpus" / "manifest.yaml").read_text()
     old = hashlib.sha256(data[:-1]).hexdigest()
-    manifest = manifest.replace(old, hashlib.sha256(data).hexdigest()).replace(f"bytes: {len(data) - 1}", f"bytes: {len(data)}")
+    manifest = manifest.replace(old, hashlib.sha256(data).hexdigest()).replace(
+        f"bytes: {len(data) - 1}", f"bytes: {len(data)}"
+    )
     (copy / "corpus" / "manifest.yaml").write_text(manifest)
     red = failing(copy)
     assert set(red) == {"index/freshness"}, "quality checks stay green: the vectors still score the same"
@@ -100,8 +102,12 @@ def test_a_question_added_without_a_ceiling_fails_the_checks_that_hold_it(copy):
     path = copy / "eval" / "questions.yaml"
     raw = yaml.safe_load(path.read_text())
     raw["questions"].append(
-        {"id": "q99", "question": "Which characters does JSON treat as structural?", "expected": ["rfc8259#2"],
-         "evidence": "six structural characters"}
+        {
+            "id": "q99",
+            "question": "Which characters does JSON treat as structural?",
+            "expected": ["rfc8259#2"],
+            "evidence": "six structural characters",
+        }
     )
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     red = failing(copy)
@@ -109,7 +115,10 @@ def test_a_question_added_without_a_ceiling_fails_the_checks_that_hold_it(copy):
     assert "q99" in red["thresholds"] and "no rank ceiling" in red["retrieval/ceiling/q99"]
     # what else moves is the committed reports (they no longer describe this question set);
     # no floor and no other question's ceiling moves
-    assert set(red) - {"thresholds", "retrieval/ceiling/q99", "index/question-vectors"} <= {"report/retrieval", "report/answers"}
+    assert set(red) - {"thresholds", "retrieval/ceiling/q99", "index/question-vectors"} <= {
+        "report/retrieval",
+        "report/answers",
+    }
 
 
 def test_a_stale_retrieval_report_fails_the_report_check_alone(copy):
@@ -124,9 +133,9 @@ def test_a_stale_retrieval_report_fails_the_report_check_alone(copy):
 
 def _quote_draft(root: Path, qid: str) -> None:
     """Rewrite a refusal's recorded draft to quote a passage it is offered: it will land grounded."""
-    from rag_contract.answering import consult
-    from rag_contract.drafting import sentences
-    from rag_contract.index import load_index
+    from rag_contract.answering.drafting import sentences
+    from rag_contract.answering.service import consult
+    from rag_contract.index.store import load_index
     from rag_contract.project import load_project
 
     project = load_project(root)
@@ -145,8 +154,12 @@ def test_an_unanswerable_question_answered_fails_its_refusal_check(copy, project
     _quote_draft(copy, agreeing)
     red = failing(copy)
     assert {f"answers/refusal/{agreeing}", "answers/max_answered_unanswerable", "report/answers"} <= set(red)
-    assert set(red) <= {f"answers/refusal/{agreeing}", "answers/max_answered_unanswerable", "report/answers",
-                        "answers/min_state_agreement"}
+    assert set(red) <= {
+        f"answers/refusal/{agreeing}",
+        "answers/max_answered_unanswerable",
+        "report/answers",
+        "answers/min_state_agreement",
+    }
     assert agreeing in red["answers/max_answered_unanswerable"]
 
 
@@ -192,7 +205,7 @@ class _NoLimit:
 
 
 def test_lifting_the_rate_limiter_out_fails_the_probe_alone(copy, monkeypatch):
-    import rag_contract.app as app_module
+    import rag_contract.web.app as app_module
 
     monkeypatch.setattr(app_module, "RateLimitMiddleware", _NoLimit)
     red = failing(copy)
@@ -200,7 +213,7 @@ def test_lifting_the_rate_limiter_out_fails_the_probe_alone(copy, monkeypatch):
 
 
 def test_a_429_without_retry_after_fails_the_probe_alone(copy, monkeypatch):
-    import rag_contract.app as app_module
+    import rag_contract.web.app as app_module
 
     real = app_module.RateLimitMiddleware
 
@@ -208,7 +221,9 @@ def test_a_429_without_retry_after_fails_the_probe_alone(copy, monkeypatch):
         async def __call__(self, scope, receive, send):
             async def strip(message):
                 if message["type"] == "http.response.start":
-                    message = dict(message, headers=[(k, v) for k, v in message["headers"] if k.lower() != b"retry-after"])
+                    message = dict(
+                        message, headers=[(k, v) for k, v in message["headers"] if k.lower() != b"retry-after"]
+                    )
                 await send(message)
 
             await super().__call__(scope, receive, strip)
@@ -233,7 +248,7 @@ def test_the_gate_imports_no_http_client_and_needs_no_key(copy):
     code = f"""
 import sys, os
 from pathlib import Path
-from rag_contract.gate import GateContext, checks, run_check
+from rag_contract.quality.gate import GateContext, checks, run_check
 ctx = GateContext(Path({str(copy)!r}), measure=lambda fn: (fn(), 0.0)[1])
 bad = [c.id for c in checks(ctx) if not run_check(c, ctx).passed]
 assert not bad, bad
@@ -251,9 +266,26 @@ print("LEAKED", leaked)
 
 def _pytest_gate(root: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "gate", "-p", "no:cacheprovider", "-q", "--benchmark-disable",
-         f"--rootdir={root}", "-c", str(root / "pyproject.toml"), str(root / "eval" / "thresholds.yaml"), *extra],
-        capture_output=True, text=True, cwd=root, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "gate",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--benchmark-disable",
+            f"--rootdir={root}",
+            "-c",
+            str(root / "pyproject.toml"),
+            str(root / "eval" / "thresholds.yaml"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=600,
     )
 
 
@@ -269,7 +301,13 @@ def test_pytest_reports_one_item_per_check_with_a_paragraph_and_junit_properties
     props = {p.get("name"): p.get("value") for p in cases["retrieval/ceiling/q01"].iter("property")}
     assert props["ceiling"] == "1" and props["rank"] == "6"
     ids = set(cases)
-    assert {"retrieval/floor/recall@1", "index/freshness", "report/retrieval", "ratelimit/probe", "budget/latency"} <= ids
+    assert {
+        "retrieval/floor/recall@1",
+        "index/freshness",
+        "report/retrieval",
+        "ratelimit/probe",
+        "budget/latency",
+    } <= ids
 
 
 def test_an_allowance_the_loader_must_refuse_fails_the_gate_at_load(copy):

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rag_contract import grounding
-from rag_contract.corpus import load_corpus
-from rag_contract.grounding import (
+from rag_contract.answering import grounding
+from rag_contract.answering.grounding import (
     RULE_CITATION,
     RULE_COVERAGE,
     RULE_LITERAL,
@@ -24,6 +23,7 @@ from rag_contract.grounding import (
     literals,
     passage_terms,
 )
+from rag_contract.corpus.sources import load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOOR = 2 / 3  # the configured floor
@@ -75,8 +75,7 @@ ROWS = {
         None,
     ),
     "own_section_named_kept": Row(
-        "Section 4.2.1 of RFC 9111 says that when the max-age response directive is present, "
-        "a cache uses its value.",
+        "Section 4.2.1 of RFC 9111 says that when the max-age response directive is present, a cache uses its value.",
         "rfc9111#4.2.1",
         None,
     ),
@@ -306,7 +305,7 @@ def test_deterministic_across_hash_seeds():
     """Verdicts, details and missing-word order must not depend on set iteration order."""
     script = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
-        "from rag_contract.corpus import load_corpus; from rag_contract.grounding import *;"
+        "from rag_contract.corpus.sources import load_corpus; from rag_contract.answering.grounding import *;"
         "c = load_corpus(Path(sys.argv[1]) / 'corpus').by_id();"
         "ids = ['rfc9111#4.2.1', 'rfc9111#5.2', 'rfc9110#15.4.5'];"
         "r = {i: passage_terms(i, c[i].text, c[i].title) for i in ids};"

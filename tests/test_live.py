@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import openai
 import pytest
-
 from fake_openai import (  # noqa: F401  (fixtures)
     claims_reply,
     content_reply,
@@ -24,25 +23,25 @@ from fake_openai import (  # noqa: F401  (fixtures)
     fake_vector,
     truncated_reply,
 )
-from rag_contract.drafting import DraftError, PassageText
-from rag_contract.embedding import make_embedder
-from rag_contract.grounding import Claim
-from rag_contract.lifecycle import Paths
-from rag_contract.live import (
+
+from rag_contract.answering.drafting import DraftError, PassageText
+from rag_contract.answering.grounding import Claim
+from rag_contract.answering.live_drafter import (
     RESPONSE_FORMAT,
-    ClientConfigError,
     LiveDrafter,
     RunItem,
     live_drafter_for,
-    make_client,
     prompt_for,
     prompt_text,
     record_run,
     rerecord_prompts,
     run_items,
 )
-from rag_contract.openai_embedding import DIMENSIONS, OpenAIEmbedder, rebuild_texts
-from rag_contract.project import load_project
+from rag_contract.embedders import make_embedder
+from rag_contract.embedders.openai_api import DIMENSIONS, OpenAIEmbedder
+from rag_contract.index.store import rebuild_texts
+from rag_contract.openai_client import ClientConfigError, make_client
+from rag_contract.project import Paths, load_project
 from rag_contract.spend import (
     LEDGER_NAME,
     PricesError,
@@ -58,7 +57,7 @@ from rag_contract.spend import (
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4.1-mini"
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc).timestamp()
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
 
 
 class FakeClock:
@@ -185,9 +184,7 @@ def test_no_claims_when_the_passages_do_not_answer(fake_openai, client, tmp_path
         (content_reply(None, refusal="I can't help with that."), "refused: I can't help"),
     ],
 )
-def test_incomplete_or_malformed_responses_are_refused_naming_why(
-    fake_openai, client, tmp_path, prices, reply, match
-):
+def test_incomplete_or_malformed_responses_are_refused_naming_why(fake_openai, client, tmp_path, prices, reply, match):
     fake_openai.script(reply)
     drafter = make_drafter(client, tmp_path, prices)
     with pytest.raises(DraftError, match=match) as exc:
@@ -370,9 +367,9 @@ def test_authorise_build_refuses_the_whole_rebuild_up_front(fake_openai, client,
     bound = priced_rebuild(prices, rebuild_texts(project))
     tight = OpenAIEmbedder(client, make_ledger(tmp_path, bound * 0.99), prices)
     with pytest.raises(SpendRefused, match="build-index"):
-        tight.authorise_build(project)
+        tight.authorise_build(project, rebuild_texts(project))
     roomy = OpenAIEmbedder(client, make_ledger(tmp_path, 2.0), prices)
-    assert roomy.authorise_build(project) == pytest.approx(bound)
+    assert roomy.authorise_build(project, rebuild_texts(project)) == pytest.approx(bound)
     assert fake_openai.requests == []
     assert not (tmp_path / LEDGER_NAME).exists()  # pricing a run holds nothing
 
@@ -387,7 +384,7 @@ def test_authorise_build_binds_the_project_ledger_when_none_is_injected(fake_ope
 
     embedder = OpenAIEmbedder(client=client)
     with pytest.raises(SpendRefused, match=r"\$0\.00 \(ledger: \.spend-ledger\.json\)"):
-        embedder.authorise_build(here)
+        embedder.authorise_build(here, rebuild_texts(here))
     assert fake_openai.requests == []
     embedder.embed(["one short text"])  # fits the tiny cap: the bound ledger records it
     ledger = json.loads((tmp_path / LEDGER_NAME).read_text())
@@ -411,7 +408,7 @@ def test_a_call_that_fails_stays_held_at_its_bound(fake_openai, client, tmp_path
 
 @pytest.fixture(scope="module")
 def committed_index(project):
-    from rag_contract.index import load_index
+    from rag_contract.index.store import load_index
 
     return load_index(project.paths.index)
 
@@ -449,6 +446,8 @@ def test_live_drafter_for_builds_the_committed_drafter_when_the_run_fits(
     assert (drafter.model, drafter.max_completion_tokens) == (d.live_model, d.max_completion_tokens)
     assert drafter.ledger.path == tmp_path / LEDGER_NAME
     run = drafter.price_run(run_items(here, committed_index))
-    assert run == pytest.approx(worst_case_rerecord(prices, d.live_model, rerecord_prompts(here, committed_index), d.max_completion_tokens))
+    assert run == pytest.approx(
+        worst_case_rerecord(prices, d.live_model, rerecord_prompts(here, committed_index), d.max_completion_tokens)
+    )
     assert run <= project.thresholds.budget.max_rerecord_usd
     assert fake_openai.requests == [] and not (tmp_path / LEDGER_NAME).exists()

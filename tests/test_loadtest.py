@@ -13,10 +13,10 @@ import pytest
 import yaml
 from starlette.testclient import TestClient
 
-from rag_contract import loadtest
-from rag_contract.loadtest import LimiterCheck, Level, LoadError, parse_wrk, render
-from rag_contract.serving import tcp_listener
-from rag_contract.thresholds import load_thresholds
+from rag_contract.config.thresholds import load_thresholds
+from rag_contract.web.serving import tcp_listener
+from tools import loadtest
+from tools.loadtest import Level, LimiterCheck, LoadError, parse_wrk, render
 
 WRK_STDOUT = """\
 Running 8s test @ http://127.0.0.1:40000/answer/q11
@@ -55,8 +55,14 @@ def _configs(bare: float, one: float, two: float | None, abandoned_16: int = 0) 
 def _report(configs: dict) -> dict:
     ratio = loadtest.ratios(configs)
     return {
-        "meta": {"wrk": "4.1.0", "cpu_count": 2, "python": "3.11.7", "date": "2025-01-01",
-                 "path": "/answer/q11", "duration_s": 8},  # fmt: skip
+        "meta": {
+            "wrk": "4.1.0",
+            "cpu_count": 2,
+            "python": "3.11.7",
+            "date": "2025-01-01",
+            "path": "/answer/q11",
+            "duration_s": 8,
+        },  # fmt: skip
         "configs": configs,
         "ratios": ratio,
         "goals": loadtest.goals(configs, ratio),
@@ -79,9 +85,16 @@ def test_parse_wrk_reads_the_done_hook_line():
 
 def test_parse_wrk_counts_every_non_2xx_status():
     line = loadtest.RESULT_MARK + json.dumps(
-        {"requests": 10, "duration_us": 1_000_000, "p50_us": 1, "p99_us": 2, "max_us": 3,
-         "statuses": {"200": 6, "429": 3, "404": 1}, "abandoned": 0,
-         "errors": {"connect": 0, "read": 0, "write": 0, "status": 4, "timeout": 0}}  # fmt: skip
+        {
+            "requests": 10,
+            "duration_us": 1_000_000,
+            "p50_us": 1,
+            "p99_us": 2,
+            "max_us": 3,
+            "statuses": {"200": 6, "429": 3, "404": 1},
+            "abandoned": 0,
+            "errors": {"connect": 0, "read": 0, "write": 0, "status": 4, "timeout": 0},
+        }  # fmt: skip
     )
     level = parse_wrk("noise\n" + line + "\n", clients=1)
     assert (level.non_2xx, level.rps, level.socket_errors) == (4, 10.0, 0)

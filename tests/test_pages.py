@@ -14,17 +14,17 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
+from clocks import jump_clock, tick_clock
 from starlette.testclient import TestClient
 
-from rag_contract.answering import Service, consult, stored_vector
-from rag_contract.app import create_app
-from rag_contract.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
-from rag_contract.grounding import Claim, check_claim
-from rag_contract.lifecycle import Registry
-from rag_contract.ratelimit import MemoryStore
-from rag_contract.recording import draft_all, write_drafts
-from rag_contract.serving import committed_vector, embedded_vector, extractive_drafter
-from clocks import jump_clock, tick_clock
+from rag_contract.answering.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
+from rag_contract.answering.grounding import Claim, check_claim
+from rag_contract.answering.service import Service, consult, stored_vector
+from rag_contract.index.registry import Registry
+from rag_contract.quality.recording import draft_all, write_drafts
+from rag_contract.web.app import create_app
+from rag_contract.web.ratelimit import MemoryStore
+from rag_contract.web.serving import committed_vector, embedded_vector, extractive_drafter
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "http://testserver"
@@ -51,7 +51,9 @@ class _Parser(HTMLParser):
         a = dict(attrs)
         for name, value in attrs:
             if name in URL_ATTRS and value is not None:
-                self.page.links.extend(v.strip().split(" ")[0] for v in value.split(",")) if name == "srcset" else self.page.links.append(value)
+                self.page.links.extend(
+                    v.strip().split(" ")[0] for v in value.split(",")
+                ) if name == "srcset" else self.page.links.append(value)
             if name == "style" and value:
                 self.page.styles.append(value)
         if tag == "meta":
@@ -103,7 +105,6 @@ def assert_phone_ready(page: Page) -> None:
 # --- parts -----------------------------------------------------------------------------------
 
 
-
 @pytest.fixture(scope="module")
 def partial_qid(project):
     return project.questions.answerable[0].id
@@ -135,11 +136,15 @@ def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
 
 def make_client(project, registry, drafts, embedder, clock=None, fixture_drafter=None) -> TestClient:
     t = project.thresholds
-    t = dataclasses.replace(t, rate_limit=dataclasses.replace(t.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9))
+    t = dataclasses.replace(
+        t, rate_limit=dataclasses.replace(t.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9)
+    )
     clock = clock or tick_clock()
     app = create_app(
         registry=registry,
-        fixture_service=Service(registry, t, fixture_drafter or FixtureDrafter(drafts), clock, committed_vector(embedder)),
+        fixture_service=Service(
+            registry, t, fixture_drafter or FixtureDrafter(drafts), clock, committed_vector(embedder)
+        ),
         ask_service=Service(registry, t, extractive_drafter(t), clock, embedded_vector(embedder)),
         questions=project.questions,
         thresholds=t,
@@ -257,7 +262,11 @@ def test_partial_page_shows_withdrawn_claims_with_rule_and_detail(client, partia
 
 def test_every_link_on_question_pages_resolves(client, project, partial_qid, css):
     states = states_by_id(client, project)
-    chosen = {partial_qid, next(q for q, s in states.items() if s == "grounded"), next(q for q, s in states.items() if s == "unsupported")}
+    chosen = {
+        partial_qid,
+        next(q for q, s in states.items() if s == "grounded"),
+        next(q for q, s in states.items() if s == "unsupported"),
+    }
     followed = 0
     for qid in sorted(chosen):
         r, page = _question_page(client, qid)
@@ -286,7 +295,9 @@ def test_unsupported_page_is_a_refusal_listing_passages(client, project):
 
 
 def test_no_context_pages_are_503(project, drafts, embedder, css):
-    client = make_client(project, Registry(None, load_error="meta.json: missing in index directory index/"), drafts, embedder)
+    client = make_client(
+        project, Registry(None, load_error="meta.json: missing in index directory index/"), drafts, embedder
+    )
     r, page = _question_page(client, "q01")
     assert r.status_code == 503
     assert page.ids["state"].strip() == "no context"

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.testclient import TestClient
 
-from rag_contract.ratelimit import (
+from rag_contract.web.ratelimit import (
     PROBE_NOW,
     Allowance,
     BucketState,
@@ -352,7 +352,7 @@ def test_store_unavailable_is_503_with_retry_after_and_logged(caplog):
     calls = Counter()
     allowance = Allowance(per_minute=60, burst=5, trusted_proxy_hops=0)
     client = TestClient(tiny_app(UnavailableStore(), allowance, FakeClock(), calls))
-    with caplog.at_level(logging.ERROR, logger="rag_contract.ratelimit"):
+    with caplog.at_level(logging.ERROR, logger="rag_contract.web.ratelimit"):
         for path in ("/answer", "/health"):
             response = client.get(path)
             assert response.status_code == 503
@@ -360,7 +360,7 @@ def test_store_unavailable_is_503_with_retry_after_and_logged(caplog):
             assert response.json()["error"] == "rate_limit_unavailable"
             assert "x-index-version" not in response.headers
     assert calls == Counter()
-    records = [r for r in caplog.records if r.name == "rag_contract.ratelimit"]
+    records = [r for r in caplog.records if r.name == "rag_contract.web.ratelimit"]
     assert len(records) == 2 and all(r.levelno == logging.ERROR for r in records)
     assert "ConnectionError" in records[0].getMessage()
 
@@ -578,10 +578,10 @@ def test_probe_survives_a_crashing_handler():
 
 
 def test_importing_the_module_loads_no_http_client():
-    code = "import sys, rag_contract.ratelimit; print('\\n'.join(sorted(sys.modules)))"
+    code = "import sys, rag_contract.web.ratelimit; print('\\n'.join(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
-    assert "rag_contract.ratelimit" in loaded
+    assert "rag_contract.web.ratelimit" in loaded
     forbidden = {
         name
         for name in loaded

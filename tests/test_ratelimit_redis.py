@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from rag_contract.ratelimit import (
+from rag_contract.web.ratelimit import (
     REDIS_KEY_PREFIX,
     Allowance,
     BucketState,
@@ -63,7 +63,10 @@ def test_two_instances_share_one_bucket(redis_server, client):
     allowance = Allowance(per_minute=60, burst=4, trusted_proxy_hops=0)
     calls = Counter()
     instances = [
-        TestClient(app_with(RedisStore.from_url(redis_server.url), allowance, lambda: FROZEN, calls), client=("198.51.100.7", 1))
+        TestClient(
+            app_with(RedisStore.from_url(redis_server.url), allowance, lambda: FROZEN, calls),
+            client=("198.51.100.7", 1),
+        )
         for _ in range(2)
     ]
     statuses = [instances[i % 2].get("/answer").status_code for i in range(8)]
@@ -76,7 +79,9 @@ def test_two_instances_share_one_bucket(redis_server, client):
 
 def test_probe_passes_on_an_app_backed_by_redis(redis_server, client):
     allowance = Allowance(per_minute=60, burst=3, trusted_proxy_hops=1)
-    result = probe(lambda clock: app_with(RedisStore.from_url(redis_server.url), allowance, clock, Counter()), allowance)
+    result = probe(
+        lambda clock: app_with(RedisStore.from_url(redis_server.url), allowance, clock, Counter()), allowance
+    )
     assert result.passed, result.detail
 
 
@@ -140,13 +145,13 @@ def test_unreachable_redis_raises_store_unavailable_and_the_middleware_answers_5
 
     calls = Counter()
     http = TestClient(app_with(store, allowance, lambda: FROZEN, calls))
-    with caplog.at_level(logging.ERROR, logger="rag_contract.ratelimit"):
+    with caplog.at_level(logging.ERROR, logger="rag_contract.web.ratelimit"):
         response = http.get("/answer")
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"
     assert response.json()["error"] == "rate_limit_unavailable"
     assert calls["answer"] == 0
-    assert any(r.name == "rag_contract.ratelimit" and r.levelno == logging.ERROR for r in caplog.records)
+    assert any(r.name == "rag_contract.web.ratelimit" and r.levelno == logging.ERROR for r in caplog.records)
 
 
 # Same-instant bursts, fractional and irrational-ish gaps, long idles, a clock that jumps back,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from rag_contract.abstention import curve, svg
-from rag_contract.readme import RENDERERS, render_readme
+from rag_contract.quality.abstention import curve, svg
+from tools.readme import RENDERERS, render_readme
 
 
 def test_abstention_report_and_plot_match_what_the_command_produces(project, index, root):
@@ -30,4 +30,4 @@ def test_readme_tables_are_generated_from_the_committed_reports(root):
     text = (root / "README.md").read_text()
     for name in RENDERERS:
         assert f"<!-- generated:{name} -->" in text, name
-    assert render_readme(root, text) == text, "run `rag-contract readme` and commit README.md"
+    assert render_readme(root, text) == text, "run `python -m tools.readme` and commit README.md"

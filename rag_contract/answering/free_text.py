@@ -1,0 +1,171 @@
+"""Free-text questions (``POST /ask``): what is refused before any drafter is reached.
+
+Contract: ``read_question(body, max_chars)`` takes the raw request body and returns the
+question text (whitespace-trimmed) or raises ``AskRejected(status, reason, detail)``. The
+rules, in the order they are applied (the first failure is the one reported):
+
+==========================  ======  =====================================================
+reason                      status  rule
+==========================  ======  =====================================================
+``body_too_large``          413     body longer than ``max_body_bytes(max_chars)``
+``body_not_json``           400     body is not UTF-8 JSON
+``body_not_object``         400     the JSON value is not an object
+``question_missing``        422     no ``question`` key
+``question_not_string``     422     ``question`` is not a string
+``question_not_text``       422     it holds control characters or lone surrogates
+``question_empty``          422     nothing but whitespace
+``question_too_long``       413     more than ``max_chars`` characters (after trimming)
+``prompt_injection``        422     it matches one of ``INJECTION_PATTERNS``
+==========================  ======  =====================================================
+
+``validate_question(raw, max_chars)`` is the same, starting from the parsed JSON value.
+
+The injection patterns are a tripwire, not a defence: the extractive drafter cannot be
+instructed (it copies sentences from the corpus), and grounding withdraws any claim its
+cited passage does not support, whichever drafter wrote it. What the list buys is that
+text written to steer a model never reaches one, and that the refusal is named. Each
+pattern is narrowed until HTTP questions that merely mention "system", "instructions",
+"act as" or "disregard" pass (``tests/test_app.py`` holds both lists).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+
+class AskRejected(Exception):
+    """Input refused before any drafter runs: an HTTP status and a machine-readable reason."""
+
+    def __init__(self, status: int, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+
+    def as_dict(self) -> dict:
+        return {"error": "question_rejected", "reason": self.reason, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class InjectionPattern:
+    name: str
+    regex: str  # matched case-insensitively against the normalised question
+
+
+# Data, not code: each entry names a family of text written to steer a language model.
+INJECTION_PATTERNS: tuple[InjectionPattern, ...] = (
+    InjectionPattern(
+        "ignore_instructions",
+        r"\b(?:ignore|forget|skip|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+|my\s+|these\s+)*"
+        r"(?:previous|prior|above|earlier|preceding|foregoing|system|original)\s+"
+        r"(?:instructions?|prompts?|rules|directions|directives|guidelines|context)\b",
+    ),
+    # "disregard" alone is RFC vocabulary ("a cache MUST disregard ..."): only with an object
+    # that is about the conversation, not the protocol.
+    InjectionPattern(
+        "disregard_instructions",
+        r"\bdisregard\s+(?:all\s+|any\s+|the\s+|your\s+|these\s+)*"
+        r"(?:(?:previous|prior|above|earlier|preceding|foregoing|system|original)\s+\w+"
+        r"|instructions?|prompts?|rules|guidelines|programming)\b",
+    ),
+    InjectionPattern("system_prompt", r"\bsystem[\s_-]*prompts?\b"),
+    InjectionPattern("role_reassignment", r"\byou\s+are\s+now\b|\bfrom\s+now\s+on\s*,?\s+you\b"),
+    # "act as" alone is HTTP vocabulary ("a proxy can act as a tunnel"): only act-as-a-persona.
+    InjectionPattern(
+        "act_as",
+        r"\bact\s+as\s+(?:if\s+you\b|though\s+you\b|(?:an?\s+)?(?:ai|assistant|chatbot|"
+        r"language\s+model|llm|gpt|dan|unrestricted|unfiltered|jailbroken|linux\s+terminal)\b)",
+    ),
+    InjectionPattern("pretend", r"\bpretend\s+(?:to\s+be|you\s+are|that\s+you)\b"),
+    InjectionPattern("script_tag", r"<\s*/?\s*script\b"),
+    InjectionPattern("instruction_block", r"\b(?:begin|end)\s+(?:system\s+)?instructions\b"),
+    InjectionPattern(
+        "chat_markup",
+        r"<\|?\s*(?:im_start|im_end|system|endoftext)\s*\|?>|\[/?inst\]|<<\s*/?sys\s*>>",
+    ),
+    InjectionPattern("new_instructions", r"\bnew\s+instructions\s*:"),
+    InjectionPattern(
+        "reveal_prompt",
+        # "show the prompt" (for credentials) is HTTP; "show your prompt" is not.
+        r"\b(?:reveal|print|show|repeat|output|leak)\s+(?:me\s+)?"
+        r"(?:your\s+(?:\w+\s+)?|the\s+(?:hidden|initial|original|secret|system)\s+)"
+        r"(?:instructions|prompt|rules)\b",
+    ),
+    InjectionPattern("jailbreak_mode", r"\b(?:developer|jailbreak|dan|god)\s+mode\b"),
+)
+
+_COMPILED = tuple((p.name, re.compile(p.regex, re.IGNORECASE)) for p in INJECTION_PATTERNS)
+
+# Invisible characters (zero-width space/joiners, BOM, soft hyphen) are removed before
+# matching, so "ig\u200bnore previous instructions" cannot slip past a word boundary.
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))
+
+
+def normalise(text: str) -> str:
+    """What the patterns see: NFKC, invisibles removed, whitespace runs collapsed."""
+    text = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    return re.sub(r"\s+", " ", text)
+
+
+def injection_pattern(text: str) -> str | None:
+    """The name of the first pattern ``text`` matches, or None."""
+    seen = normalise(text)
+    for name, rx in _COMPILED:
+        if rx.search(seen):
+            return name
+    return None
+
+
+def max_body_bytes(max_chars: int) -> int:
+    # A JSON string may spend up to 12 bytes per character ("\\ud83d\\ude00" for one emoji);
+    # the rest is room for the braces, the key and whitespace.
+    return 12 * max_chars + 1024
+
+
+def _is_text(s: str) -> bool:
+    for ch in s:
+        cat = unicodedata.category(ch)
+        if cat == "Cs" or (cat == "Cc" and ch not in "\t\n\r"):
+            return False
+    return True
+
+
+def validate_question(raw: Any, max_chars: int) -> str:
+    """The question in a parsed ``/ask`` body, trimmed; ``AskRejected`` naming the rule otherwise."""
+    if not isinstance(raw, dict):
+        raise AskRejected(400, "body_not_object", f"the body must be a JSON object, got {type(raw).__name__}")
+    if "question" not in raw:
+        raise AskRejected(422, "question_missing", 'the body must hold "question"')
+    question = raw["question"]
+    if not isinstance(question, str):
+        raise AskRejected(422, "question_not_string", f'"question" must be a string, got {type(question).__name__}')
+    if not _is_text(question):
+        raise AskRejected(422, "question_not_text", '"question" holds control characters or unpaired surrogates')
+    question = question.strip()
+    if not question:
+        raise AskRejected(422, "question_empty", '"question" is empty')
+    if len(question) > max_chars:
+        raise AskRejected(
+            413, "question_too_long", f'"question" has {len(question)} characters; the limit is {max_chars}'
+        )
+    if (name := injection_pattern(question)) is not None:
+        raise AskRejected(422, "prompt_injection", f"the question matches the injection pattern {name!r}")
+    return question
+
+
+def read_question(body: bytes, max_chars: int) -> str:
+    """The question in a raw ``/ask`` body: size, JSON, then ``validate_question``."""
+    if len(body) > max_body_bytes(max_chars):
+        raise AskRejected(
+            413, "body_too_large", f"the body has {len(body)} bytes; the limit is {max_body_bytes(max_chars)}"
+        )
+    try:
+        raw = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # ValueError covers JSONDecodeError and over-long integers; RecursionError deep nesting.
+        raise AskRejected(400, "body_not_json", f"the body is not UTF-8 JSON ({type(exc).__name__})") from None
+    return validate_question(raw, max_chars)

@@ -1,0 +1,250 @@
+"""Answers and their states; ``Service.answer``: acquire once, retrieve, draft, ground, decide.
+
+States, decided per request from where failure was detected (never from a similarity score):
+
+- ``grounded``: every claim kept;
+- ``partial``: some kept: the answer is those, and the withdrawn ones are shown with the rule;
+- ``unsupported``: none kept (or none drafted): a refusal naming the passages consulted and
+  the claims rejected;
+- ``no_context``: nothing retrieved, because no index is available: a service error (503).
+
+``abandoned`` is not a state: a request that spends its deadline never reached a verdict.
+It comes back as ``Abandoned`` (error, detail, index version, budget; no state).
+
+The index is acquired exactly once, at entry; the question vector, the chunks, the passages
+and the version reported all come from that one object, so a cutover during the request
+cannot move it onto another index.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from rag_contract.answering.deadline import BudgetReport, Clock, Deadline, DeadlineExceeded
+from rag_contract.answering.drafting import Drafter, PassageText
+from rag_contract.answering.grounding import Verdict, check_claims
+from rag_contract.config.thresholds import Thresholds
+from rag_contract.embedders.base import Embedder
+from rag_contract.index.registry import Registry
+from rag_contract.index.store import Index
+from rag_contract.retrieval.ranking import rank_sections
+
+
+class AnswerState(StrEnum):
+    GROUNDED = "grounded"
+    PARTIAL = "partial"
+    UNSUPPORTED = "unsupported"
+    NO_CONTEXT = "no_context"
+
+    @property
+    def http_status(self) -> int:
+        # A refusal is something the service decided (200); no_context is a failure (503).
+        return 503 if self is AnswerState.NO_CONTEXT else 200
+
+
+@dataclass(frozen=True)
+class Passage:
+    section_id: str
+    title: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    question_id: str | None
+    question: str
+    state: AnswerState
+    kept: tuple[Verdict, ...]
+    withdrawn: tuple[Verdict, ...]
+    passages: tuple[Passage, ...]
+    index_version: str | None
+    budget: BudgetReport
+    drafter: str
+    detail: str | None = None  # why no_context
+
+    @property
+    def http_status(self) -> int:
+        return self.state.http_status
+
+    def as_dict(self) -> dict:
+        return {
+            "question_id": self.question_id,
+            "question": self.question,
+            "state": self.state.value,
+            "claims": [
+                {"text": v.claim.text, "section_id": v.claim.section_id, "coverage": v.coverage} for v in self.kept
+            ],
+            "withdrawn": [
+                {
+                    "text": v.claim.text,
+                    "section_id": v.claim.section_id,
+                    "rule": v.rule,
+                    "detail": v.detail,
+                    "missing": list(v.missing),
+                    "coverage": v.coverage,
+                }
+                for v in self.withdrawn
+            ],
+            "passages": [
+                {"section_id": p.section_id, "title": p.title, "rank": p.rank, "score": round(p.score, 6)}
+                for p in self.passages
+            ],
+            "index_version": self.index_version,
+            "drafter": self.drafter,
+            "budget": self.budget.as_dict(),
+            **({"detail": self.detail} if self.detail else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    question_id: str | None
+    question: str
+    error: str
+    detail: str
+    index_version: str
+    budget: BudgetReport
+    http_status: int = 503
+
+    def as_dict(self) -> dict:
+        return {
+            "question_id": self.question_id,
+            "question": self.question,
+            "error": self.error,
+            "detail": self.detail,
+            "index_version": self.index_version,
+            "budget": self.budget.as_dict(),
+        }
+
+
+def decide(verdicts: Sequence[Verdict]) -> AnswerState:
+    kept = sum(1 for v in verdicts if v.kept)
+    if verdicts and kept == len(verdicts):
+        return AnswerState.GROUNDED
+    if kept:
+        return AnswerState.PARTIAL
+    return AnswerState.UNSUPPORTED
+
+
+QueryVector = Callable[[Index, str], np.ndarray]
+
+
+def stored_vector(index: Index, text: str) -> np.ndarray:
+    return index.question_vectors[text]
+
+
+def committed_vector(embedder: Embedder) -> QueryVector:
+    """A fixed question: the vector committed in the acquired index (``stored_vector``).
+
+    A question added to eval/questions.yaml after the index was built has none; it is
+    embedded locally instead of failing the request (``/health`` reports the question set
+    as changed until the index is rebuilt).
+    """
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        vec = index.question_vectors.get(text)
+        return vec if vec is not None else embedder.embed([text])[0]
+
+    return query_vector
+
+
+def consult(index: Index, thresholds: Thresholds, question: str, qvec: np.ndarray | None) -> tuple[Passage, ...]:
+    """The passages a drafter is offered for ``question``: the top sections in serving mode."""
+    r = thresholds.retrieval
+    hits = rank_sections(index, question, qvec, r.serving_mode, r.top_k, r.rrf_k)
+    return tuple(Passage(h.section_id, h.title, i + 1, h.score) for i, h in enumerate(hits))
+
+
+def passage_texts(index: Index, passages: Sequence[Passage]) -> list[PassageText]:
+    return [PassageText(p.section_id, p.title, index.section(p.section_id).text) for p in passages]
+
+
+def offered(
+    index: Index, thresholds: Thresholds, question: str, query_vector: QueryVector | None = None
+) -> list[PassageText]:
+    """The passages a drafter is offered for ``question``, exactly as a served request
+    retrieves them: what recording sends, what pricing prices, what the gate times."""
+    lexical_only = thresholds.retrieval.serving_mode == "lexical"
+    qvec = None if lexical_only else (query_vector or stored_vector)(index, question)
+    return passage_texts(index, consult(index, thresholds, question, qvec))
+
+
+class Service:
+    """The request path. Dependencies are passed in: registry, thresholds, drafter, clock,
+    and how a query vector is obtained (the committed vector for the fixed set; the local
+    embedder for free text)."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        thresholds: Thresholds,
+        drafter: Drafter,
+        clock: Clock = time.perf_counter,
+        query_vector: QueryVector = stored_vector,
+    ):
+        self.registry = registry
+        self.thresholds = thresholds
+        self.drafter = drafter
+        self.clock = clock
+        self.query_vector = query_vector
+
+    def answer(self, question: str, question_id: str | None = None) -> Answer | Abandoned:
+        deadline = Deadline(self.thresholds.budget.request_deadline_ms, self.clock)
+        index = self.registry.acquire()  # the only acquire of this request
+        if index is None:
+            return Answer(
+                question_id,
+                question,
+                AnswerState.NO_CONTEXT,
+                (),
+                (),
+                (),
+                None,
+                deadline.report(),
+                self.drafter.name,
+                detail=self.registry.load_error or "no index is installed",
+            )
+        lexical_only = self.thresholds.retrieval.serving_mode == "lexical"
+        try:
+            with deadline.stage("retrieval"):
+                qvec = None if lexical_only else self.query_vector(index, question)
+                passages = consult(index, self.thresholds, question, qvec)
+            if not passages:
+                return Answer(
+                    question_id,
+                    question,
+                    AnswerState.NO_CONTEXT,
+                    (),
+                    (),
+                    (),
+                    index.version,
+                    deadline.report(),
+                    self.drafter.name,
+                    detail="retrieval returned no passages",
+                )
+            with deadline.stage("drafting"):
+                claims = self.drafter.draft(question_id, question, passage_texts(index, passages))
+            with deadline.stage("grounding"):
+                retrieved = {p.section_id: index.passages[p.section_id] for p in passages}
+                verdicts = check_claims(
+                    claims, retrieved, self.thresholds.grounding.coverage_floor, checkpoint=deadline.check
+                )
+        except DeadlineExceeded as exc:
+            return Abandoned(question_id, question, "abandoned", str(exc), index.version, exc.report)
+        return Answer(
+            question_id=question_id,
+            question=question,
+            state=decide(verdicts),
+            kept=tuple(v for v in verdicts if v.kept),
+            withdrawn=tuple(v for v in verdicts if not v.kept),
+            passages=passages,
+            index_version=index.version,
+            budget=deadline.report(),
+            drafter=self.drafter.name,
+        )

@@ -1,0 +1,303 @@
+"""eval/thresholds.yaml: every bar and every behaviour number, validated at load.
+
+Contract: ``load_thresholds(path)`` returns a frozen ``Thresholds`` or raises
+``ThresholdsError`` whose message names the key (``budget.max_request_ms``) and the rule it
+broke. Unknown keys, missing keys and wrong types are refused, and so are combinations that
+cannot both hold:
+
+- a one-sided answer bar: ``min_grounded_rate`` without ``max_answered_unanswerable`` or the
+  reverse (a refuse-everything service passes the one, an answer-everything service the other);
+- a gate latency bar above half the request deadline (a bar at the deadline is the deadline);
+- an allowance whose rate times the deadline exceeds a quarter of a process-minute (one
+  client could then claim that much of the process);
+- a daily cap below a run it must permit (the rebuild or re-record ceilings).
+
+Nothing here reads the environment: raising a bar is a diff to the committed file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from rag_contract.config.yamlfile import read_yaml
+
+MODES = ("dense", "lexical", "hybrid")
+FLOOR_KEYS = ("recall@1", "recall@5", "recall@10", "mrr")
+PROCESS_MINUTE_MS = 60_000.0
+
+
+class ThresholdsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    embedder: str
+    chunk_words: int
+    chunk_overlap: int
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    serving_mode: str
+    top_k: int
+    rrf_k: int
+    floors: Mapping[str, float]
+    ceilings: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class GroundingConfig:
+    coverage_floor: float
+
+
+@dataclass(frozen=True)
+class DraftingConfig:
+    extractive_min_confidence: float
+    extractive_max_claims: int
+    live_model: str
+    max_completion_tokens: int
+
+
+@dataclass(frozen=True)
+class AnswerBars:
+    min_grounded_rate: float | None
+    max_answered_unanswerable: int | None
+    min_state_agreement: float | None
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    request_deadline_ms: float
+    max_request_ms: float
+    daily_cap_usd: float
+    max_rebuild_usd: float
+    max_rerecord_usd: float
+
+
+@dataclass(frozen=True)
+class RateLimitConfig:
+    max_requests_per_minute: float
+    max_client_burst: int
+    trusted_proxy_hops: int
+
+
+@dataclass(frozen=True)
+class AskConfig:
+    max_question_chars: int
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    measured_on: str
+    index: IndexConfig
+    retrieval: RetrievalConfig
+    grounding: GroundingConfig
+    drafting: DraftingConfig
+    answers: AnswerBars
+    budget: BudgetConfig
+    rate_limit: RateLimitConfig
+    ask: AskConfig
+
+
+# --- the schema: each leaf is (type, rule) ---------------------------------------------
+
+
+def _between(lo: float, hi: float):
+    def rule(v: float) -> str | None:
+        return None if lo <= v <= hi else f"must be between {lo} and {hi}"
+
+    return rule
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _non_negative(v: float) -> str | None:
+    return None if v >= 0 else "must be >= 0"
+
+
+def _one_of(*options: str):
+    def rule(v: str) -> str | None:
+        return None if v in options else f"must be one of {list(options)}"
+
+    return rule
+
+
+def _version(v: str) -> str | None:
+    ok = len(v) == 12 and all(c in "0123456789abcdef" for c in v)
+    return None if ok else "must be a 12-hex-digit index version"
+
+
+_NUMBER = (int, float)
+_OPTIONAL = object()
+
+_SCHEMA: dict[str, Any] = {
+    "measured_on": (str, _version),
+    "index": {
+        "embedder": (str, None),
+        "chunk_words": (int, _positive),
+        "chunk_overlap": (int, _non_negative),
+    },
+    "retrieval": {
+        "serving_mode": (str, _one_of(*MODES)),
+        "top_k": (int, _positive),
+        "rrf_k": (int, _positive),
+        "floors": "floors",
+        "ceilings": "ceilings",
+    },
+    "grounding": {"coverage_floor": (_NUMBER, _between(0.0, 1.0))},
+    "drafting": {
+        "extractive_min_confidence": (_NUMBER, _between(0.0, 1.0)),
+        "extractive_max_claims": (int, _positive),
+        "live_model": (str, None),
+        "max_completion_tokens": (int, _positive),
+    },
+    "answers": {
+        "min_grounded_rate": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+        "max_answered_unanswerable": (int, _non_negative, _OPTIONAL),
+        "min_state_agreement": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+    },
+    "budget": {
+        "request_deadline_ms": (_NUMBER, _positive),
+        "max_request_ms": (_NUMBER, _positive),
+        "daily_cap_usd": (_NUMBER, _positive),
+        "max_rebuild_usd": (_NUMBER, _non_negative),
+        "max_rerecord_usd": (_NUMBER, _non_negative),
+    },
+    "rate_limit": {
+        "max_requests_per_minute": (_NUMBER, _positive),
+        "max_client_burst": (int, _positive),
+        "trusted_proxy_hops": (int, _non_negative),
+    },
+    "ask": {"max_question_chars": (int, _positive)},
+}
+
+
+def _type_name(t: Any) -> str:
+    if t is _NUMBER:
+        return "a number"
+    return {int: "an integer", str: "a string"}[t]
+
+
+def _check_leaf(path: str, value: Any, spec: tuple) -> Any:
+    typ, rule = spec[0], spec[1]
+    # bool is an int in Python; a YAML `true` is never a valid number here.
+    if isinstance(value, bool) or not isinstance(value, typ):
+        raise ThresholdsError(f"{path}: must be {_type_name(typ)}, got {value!r}")
+    if rule is not None and (problem := rule(value)):
+        raise ThresholdsError(f"{path}: {problem}, got {value!r}")
+    return value
+
+
+def _check_block(path: str, raw: Any, schema: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ThresholdsError(f"{path or 'thresholds'}: must be a mapping")
+    for key in raw:
+        if key not in schema:
+            raise ThresholdsError(f"{path + '.' if path else ''}{key}: unknown key (known: {sorted(schema)})")
+    out: dict[str, Any] = {}
+    for key, spec in schema.items():
+        full = f"{path}.{key}" if path else key
+        if key not in raw:
+            if isinstance(spec, tuple) and len(spec) == 3:
+                out[key] = None
+                continue
+            raise ThresholdsError(f"{full}: required key missing")
+        value = raw[key]
+        if spec == "floors":
+            out[key] = _check_floors(full, value)
+        elif spec == "ceilings":
+            out[key] = _check_ceilings(full, value)
+        elif isinstance(spec, dict):
+            out[key] = _check_block(full, value, spec)
+        else:
+            out[key] = _check_leaf(full, value, spec)
+    return out
+
+
+def _check_floors(path: str, raw: Any) -> Mapping[str, float]:
+    block = _check_block(path, raw, {k: (_NUMBER, _between(0.0, 1.0)) for k in FLOOR_KEYS})
+    return MappingProxyType({k: float(v) for k, v in block.items()})
+
+
+def _check_ceilings(path: str, raw: Any) -> Mapping[str, int]:
+    if not isinstance(raw, dict):
+        raise ThresholdsError(f"{path}: must be a mapping of question id to rank")
+    for qid, rank in raw.items():
+        _check_leaf(f"{path}.{qid}", rank, (int, _positive))
+    return MappingProxyType(dict(raw))
+
+
+# --- cross-field rules -------------------------------------------------------------------
+
+
+def check_rules(t: Thresholds) -> None:
+    """The rules that relate two numbers; each names both keys."""
+    a = t.answers
+    if (a.min_grounded_rate is None) != (a.max_answered_unanswerable is None):
+        raise ThresholdsError(
+            "answers.min_grounded_rate / answers.max_answered_unanswerable: set both or neither "
+            "(either alone is passed by a service that refuses, or answers, everything)"
+        )
+    if t.index.chunk_overlap >= t.index.chunk_words:
+        raise ThresholdsError(
+            f"index.chunk_overlap: must be < index.chunk_words ({t.index.chunk_words}), got {t.index.chunk_overlap}"
+        )
+    b = t.budget
+    if b.max_request_ms > b.request_deadline_ms / 2:
+        raise ThresholdsError(
+            f"budget.max_request_ms: the gate's latency bar must be at most half of "
+            f"budget.request_deadline_ms ({b.request_deadline_ms} ms), got {b.max_request_ms} ms"
+        )
+    demand_ms = t.rate_limit.max_requests_per_minute * b.request_deadline_ms
+    if demand_ms > PROCESS_MINUTE_MS / 4:
+        raise ThresholdsError(
+            f"rate_limit.max_requests_per_minute: {t.rate_limit.max_requests_per_minute}/min x "
+            f"budget.request_deadline_ms {b.request_deadline_ms} ms lets one client claim "
+            f"{demand_ms / 1000:.1f} s of each process-minute; the rule is at most a quarter (15.0 s)"
+        )
+    for key in ("max_rebuild_usd", "max_rerecord_usd"):
+        if getattr(b, key) > b.daily_cap_usd:
+            raise ThresholdsError(
+                f"budget.daily_cap_usd: {b.daily_cap_usd} is below budget.{key} ({getattr(b, key)}), "
+                f"a run the cap must permit"
+            )
+    if t.rate_limit.max_client_burst > t.rate_limit.max_requests_per_minute:
+        raise ThresholdsError("rate_limit.max_client_burst: must not exceed rate_limit.max_requests_per_minute")
+
+
+def parse_thresholds(raw: Any) -> Thresholds:
+    block = _check_block("", raw, _SCHEMA)
+    r = block["retrieval"]
+    t = Thresholds(
+        measured_on=block["measured_on"],
+        index=IndexConfig(**block["index"]),
+        retrieval=RetrievalConfig(**r),
+        grounding=GroundingConfig(coverage_floor=float(block["grounding"]["coverage_floor"])),
+        drafting=DraftingConfig(**block["drafting"]),
+        answers=AnswerBars(**block["answers"]),
+        budget=BudgetConfig(**{k: float(v) for k, v in block["budget"].items()}),
+        rate_limit=RateLimitConfig(**block["rate_limit"]),
+        ask=AskConfig(**block["ask"]),
+    )
+    check_rules(t)
+    return t
+
+
+def load_thresholds(path: Path) -> Thresholds:
+    return parse_thresholds(read_yaml(path, ThresholdsError))
+
+
+def to_plain(obj: Any) -> Any:
+    """A Thresholds (or part of one) as plain dicts, for reports and rewriting the file."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, Mapping):
+        return {k: to_plain(v) for k, v in obj.items()}
+    return obj

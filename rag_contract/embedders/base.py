@@ -1,0 +1,25 @@
+"""What every embedder promises: text in, unit vectors out, and an identity naming
+everything that changes a vector (an input of the index version)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+
+class EmbedderError(ValueError):
+    pass
+
+
+class Embedder(Protocol):
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    def embed(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """float32 array (len(texts), dimensions), rows L2-normalised."""
+        ...

@@ -1,0 +1,281 @@
+"""Retrieval quality, measured: recall@k, MRR, per-question rank and what outranked it.
+
+Contract: ``retrieval_report(index, questions, ...)`` is a pure function of the index and the
+question set (committed vectors, numpy arithmetic, rounded figures): the same inputs give the
+same report, byte for byte once serialised, on any machine. It scores every answerable
+question in all three modes side by side and names the committed serving mode. A question
+is a hit at k when one of its expected sections is among the top k *sections*; its rank is
+that of its first expected section among all sections (so a miss has a rank too), and
+``outranked_by`` lists the sections above it, so a failure says what took its place.
+
+Questions whose text has no committed vector are embedded with the local embedder on the fly
+(``vectors_for``); the committed set never needs that.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rag_contract.answering.drafting import DraftError
+from rag_contract.answering.service import Abandoned, Answer, AnswerState
+from rag_contract.config.questions import Question
+from rag_contract.embedders import make_embedder
+from rag_contract.index.store import Index, load_index
+from rag_contract.retrieval.ranking import MODES, rank_sections
+
+KS = (1, 3, 5, 10)
+DIGITS = 4
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    id: str
+    question: str
+    expected: tuple[str, ...]
+    rank: int | None
+    outranked_by: tuple[tuple[str, str], ...]  # (section id, title) of every section above it
+
+
+@dataclass(frozen=True)
+class ModeReport:
+    mode: str
+    recall: dict[int, float]
+    mrr: float
+    misses: tuple[str, ...]
+    questions: tuple[QuestionResult, ...]
+
+    def result(self, qid: str) -> QuestionResult:
+        return next(r for r in self.questions if r.id == qid)
+
+    def figure(self, name: str) -> float:
+        """'recall@5' or 'mrr'."""
+        if name == "mrr":
+            return self.mrr
+        return self.recall[int(name.split("@")[1])]
+
+
+@dataclass(frozen=True)
+class RetrievalReport:
+    index_version: str
+    question_fingerprint: str
+    serving_mode: str
+    top_k: int
+    modes: dict[str, ModeReport]
+
+    @property
+    def serving(self) -> ModeReport:
+        return self.modes[self.serving_mode]
+
+    def as_dict(self) -> dict:
+        return {
+            "index_version": self.index_version,
+            "question_fingerprint": self.question_fingerprint,
+            "serving_mode": self.serving_mode,
+            "top_k": self.top_k,
+            "questions": len(self.serving.questions),
+            "modes": {
+                m: {
+                    **{f"recall@{k}": r.recall[k] for k in KS},
+                    "mrr": r.mrr,
+                    "misses": list(r.misses),
+                    "questions": [
+                        {
+                            "id": q.id,
+                            "question": q.question,
+                            "expected": list(q.expected),
+                            "rank": q.rank,
+                            "outranked_by": [{"section_id": s, "title": t} for s, t in q.outranked_by],
+                        }
+                        for q in r.questions
+                    ],
+                }
+                for m, r in self.modes.items()
+            },
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=1, ensure_ascii=False) + "\n"
+
+    def quiet(self) -> str:
+        parts = []
+        for m, r in self.modes.items():
+            star = "*" if m == self.serving_mode else ""
+            parts.append(
+                f"{m}{star} r@1={r.recall[1]:.2f} r@5={r.recall[5]:.2f} r@10={r.recall[10]:.2f} "
+                f"mrr={r.mrr:.3f} misses={len(r.misses)}"
+            )
+        return f"index {self.index_version} | " + " | ".join(parts)
+
+
+def vectors_for(
+    index: Index, questions: Sequence[Question], embed: Callable[[list[str]], np.ndarray] | None
+) -> dict[str, np.ndarray]:
+    """Committed vector per question text; the missing ones embedded in one call."""
+    out = {q.question: index.question_vectors[q.question] for q in questions if q.question in index.question_vectors}
+    missing = sorted({q.question for q in questions} - set(out))
+    if missing:
+        if embed is None:
+            raise LookupError(f"{len(missing)} question(s) have no committed vector and no embedder was given")
+        for text, vec in zip(missing, embed(missing), strict=True):
+            out[text] = vec
+    return out
+
+
+OUTRANKED_SHOWN = 10
+
+
+def score_mode(
+    index: Index, questions: Sequence[Question], vectors: dict[str, np.ndarray], mode: str, k: int, rrf_k: int
+) -> ModeReport:
+    """Ranks are over every section, not just the window: a miss still has a rank (say 17),
+    so its ceiling can hold it there and a slide from 17 to 90 is still caught. Recall@k
+    and MRR count only ranks inside the window ``k``; ``outranked_by`` shows at most the
+    top ten sections above the expected one."""
+    results = []
+    for q in questions:
+        hits = rank_sections(index, q.question, vectors[q.question], mode, len(index.sections), rrf_k)
+        ids = [h.section_id for h in hits]
+        rank = next((i + 1 for i, sid in enumerate(ids) if sid in q.expected), None)
+        above = hits[: min((rank - 1) if rank else len(hits), OUTRANKED_SHOWN)]
+        results.append(
+            QuestionResult(q.id, q.question, q.expected, rank, tuple((h.section_id, h.title) for h in above))
+        )
+    n = len(results) or 1
+    recall = {kk: round(sum(1 for r in results if r.rank and r.rank <= kk) / n, DIGITS) for kk in KS}
+    mrr = round(sum(1.0 / r.rank for r in results if r.rank and r.rank <= k) / n, DIGITS)
+    misses = tuple(r.id for r in results if r.rank is None or r.rank > k)
+    return ModeReport(mode, recall, mrr, misses, tuple(results))
+
+
+def retrieval_report(
+    index: Index,
+    questions: Sequence[Question],
+    serving_mode: str,
+    k: int,
+    rrf_k: int,
+    question_fingerprint: str,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+) -> RetrievalReport:
+    answerable = [q for q in questions if q.answerable]
+    vectors = vectors_for(index, answerable, embed)
+    modes = {m: score_mode(index, answerable, vectors, m, k, rrf_k) for m in MODES}
+    return RetrievalReport(index.version, question_fingerprint, serving_mode, k, modes)
+
+
+def evaluate_project(project, index: Index | None = None) -> RetrievalReport:
+    """The committed eval: the project's question set against its committed index."""
+
+    index = index or load_index(project.paths.index)
+    r = project.thresholds.retrieval
+    embedder = None
+
+    def embed(texts: list[str]) -> np.ndarray:
+        nonlocal embedder
+        embedder = embedder or make_embedder(index.embedder_name)
+        return embedder.embed(texts)
+
+    return retrieval_report(
+        index, project.questions.questions, r.serving_mode, r.top_k, r.rrf_k, project.questions.fingerprint, embed
+    )
+
+
+# --- answers -------------------------------------------------------------------------------
+
+
+def answers_report(service, questions: Sequence[Question], index_version: str) -> dict:
+    """The failure behaviour, measured: what each question's answer came to under ``service``.
+
+    Deterministic for a fixture or extractive drafter: it records states, claims and rules,
+    never timings. ``answered_unanswerable`` counts refusals that landed in ``grounded``:
+    the corpus cannot answer them, yet every claim passed the check.
+    """
+
+    rows = []
+    for q in questions:
+        try:
+            a = service.answer(q.question, q.id)
+        except DraftError as exc:  # e.g. a question added without recording its draft
+            rows.append({"id": q.id, "answerable": q.answerable, "state": "missing_draft", "detail": str(exc)})
+            continue
+        if isinstance(a, Abandoned):
+            rows.append({"id": q.id, "answerable": q.answerable, "state": "abandoned", "detail": a.detail})
+            continue
+        row = {
+            "id": q.id,
+            "answerable": q.answerable,
+            "state": a.state.value,
+            "claims": len(a.kept) + len(a.withdrawn),
+            "kept": len(a.kept),
+            "withdrawn": [{"section_id": v.claim.section_id, "rule": v.rule, "detail": v.detail} for v in a.withdrawn],
+        }
+        if q.answerable:
+            row["cites_expected"] = any(v.claim.section_id in q.expected for v in a.kept)
+        else:
+            row["expected_state"] = q.expected_state
+        rows.append(row)
+    ans = [r for r in rows if r["answerable"]]
+    ref = [r for r in rows if not r["answerable"]]
+
+    def rate(n: int, d: int) -> float:
+        return round(n / d, DIGITS) if d else 0.0
+
+    return {
+        "index_version": index_version,
+        "drafter": service.drafter.name,
+        "coverage_floor": service.thresholds.grounding.coverage_floor,
+        "answerable": len(ans),
+        "refusals": len(ref),
+        "grounded_rate": rate(sum(r["state"] == "grounded" for r in ans), len(ans)),
+        "expected_citation_rate": rate(sum(bool(r.get("cites_expected")) for r in ans), len(ans)),
+        "state_agreement": rate(sum(r["state"] == r["expected_state"] for r in ref), len(ref)),
+        "answered_unanswerable": sum(r["state"] == "grounded" for r in ref),
+        "answered_unanswerable_ids": [r["id"] for r in ref if r["state"] == "grounded"],
+        "claims": sum(r.get("claims", 0) for r in rows),
+        "claims_withdrawn": sum(len(r.get("withdrawn", [])) for r in rows),
+        "states": {
+            s: sum(r["state"] == s for r in rows)
+            for s in ("grounded", "partial", "unsupported", "no_context", "abandoned", "missing_draft")
+        },
+        "questions": rows,
+    }
+
+
+def abstention_curve(make_service, questions: Sequence[Question], thresholds_to_try: Sequence[float]) -> list[dict]:
+    """Sweep the extractive confidence threshold: coverage, accuracy when answered, false answers.
+
+    ``make_service(t)`` returns a service whose extractive drafter uses threshold ``t``.
+    Answered = grounded or partial. Accurate = an answered answerable question whose kept
+    claims cite an expected section. A false answer = an unanswerable question answered.
+    """
+
+    answered_states = {AnswerState.GROUNDED, AnswerState.PARTIAL}
+    rows = []
+    ans = [q for q in questions if q.answerable]
+    ref = [q for q in questions if not q.answerable]
+    for t in thresholds_to_try:
+        svc = make_service(t)
+        answered = accurate = false = 0
+        for q in ans:
+            a = svc.answer(q.question, q.id)
+            if isinstance(a, Answer) and a.state in answered_states:
+                answered += 1
+                accurate += any(v.claim.section_id in q.expected for v in a.kept)
+        for q in ref:
+            a = svc.answer(q.question, q.id)
+            false += isinstance(a, Answer) and a.state in answered_states
+        rows.append(
+            {
+                "threshold": round(t, 2),
+                "coverage": round(answered / len(ans), DIGITS) if ans else 0.0,
+                "accuracy_when_answered": round(accurate / answered, DIGITS) if answered else None,
+                "false_answer_rate": round(false / len(ref), DIGITS) if ref else 0.0,
+                "answered": answered,
+                "accurate": accurate,
+                "false_answers": false,
+            }
+        )
+    return rows

@@ -1,0 +1,377 @@
+"""The HTTP contract: a presenter over ``Service``, ``Registry`` and the index status.
+
+Routes (JSON unless stated; every one sits behind the rate limiter):
+
+- ``GET /health``: the served index version (or null), freshness and what changed (from the
+  status callable), the load error when no index is served. 200 serving, 503 not serving.
+- ``GET /questions``: the fixed question set (id, question, answerable).
+- ``GET /answer/{id}``: ``Service.answer`` for a fixed question (recorded drafts). Status
+  from the outcome: grounded/partial/unsupported 200, no_context 503, abandoned 503, and
+  draft_unavailable 503 when the drafter raises ``DraftError`` (no usable recorded draft).
+- ``POST /ask``: ``{"question": "..."}`` answered by the extractive drafter; bad input is
+  refused by ``asking.read_question`` (400/413/422, naming the reason) before any drafter.
+- ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
+  JSON when the client prefers ``application/json``.
+- ``GET /`` and ``GET /q/{id}``: the question list and one answer as HTML, same statuses.
+  The list's states are computed once per installed index (``Listing``).
+- ``GET /static/site.css``: the one stylesheet. Nothing is loaded from another host.
+
+Section URLs: a section id holds ``#`` ("rfc9110#9.2.1"), which a URL would read as a
+fragment. The path writes it with ``:`` instead (``/section/rfc9110:9.2.1``); the encoded
+form ``/section/rfc9110%239.2.1`` is accepted too. ``section_href`` makes the links.
+
+Every response that carries an answer or a section from an index carries
+``X-Index-Version``, equal to the body's ``index_version``; it is taken from the outcome
+(the index the request acquired), never from the registry afterwards. The rate limiter is
+the first middleware (inside only Starlette's error guard), so a 429 or a
+limiter-unavailable 503 never runs a handler and never carries the header.
+
+Handlers translate: the state, status and version come from the core objects; the few
+rules here (health status, page status, content negotiation) are plain functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from rag_contract.answering.drafting import DraftError
+from rag_contract.answering.free_text import AskRejected, read_question
+from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
+from rag_contract.config.questions import QuestionSet
+from rag_contract.config.thresholds import Thresholds
+from rag_contract.index.registry import Registry
+from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
+
+TEMPLATES = Path(__file__).parent / "templates"
+VERSION_HEADER = "X-Index-Version"
+
+# Pages load nothing from anywhere but this origin; the browser is told so as well.
+_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+# --- outcomes the core does not name --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DraftFailed:
+    """The drafter raised ``DraftError`` (e.g. no recorded draft for this question).
+
+    ``Service.answer`` lets it propagate; this is its translation: a service error (503)
+    with no state and no version (the acquired index is not visible from outside).
+    """
+
+    question_id: str | None
+    question: str
+    detail: str
+    index_version: None = None
+    http_status: int = 503
+
+    def as_dict(self) -> dict:
+        return {
+            "question_id": self.question_id,
+            "question": self.question,
+            "error": "draft_unavailable",
+            "detail": self.detail,
+            "index_version": None,
+        }
+
+
+Outcome = Answer | Abandoned | DraftFailed
+
+
+def run_answer(service: Service, question: str, question_id: str | None) -> Outcome:
+    """``service.answer``, with a drafter failure as a value rather than a 500."""
+    try:
+        return service.answer(question, question_id)
+    except DraftError as exc:
+        return DraftFailed(question_id, question, str(exc))
+
+
+def state_of(outcome: Outcome) -> str:
+    """What a page badge says: the state, or the error for outcomes without one."""
+    return outcome.state.value if isinstance(outcome, Answer) else outcome.as_dict()["error"]
+
+
+class Listing:
+    """The question list's outcomes, computed once per installed index object.
+
+    Listing runs every fixed question (~0.5 s for 60). Per request, that would let one
+    client claim far more of the process than the rate limit assumes (about one deadline
+    per request). Outcomes are reused while the registry holds the very Index object they
+    were computed on and every one is an Answer from it; anything else (no index, an
+    abandoned or undraftable question, a cutover during the listing) is recomputed on the
+    next request. Recorded drafts are build artefacts: replacing them means a restart.
+    """
+
+    def __init__(self, registry: Registry, compute: Callable[[], list]):
+        self._registry = registry
+        self._compute = compute
+        self._entry: tuple[Any, list] | None = None
+
+    def get(self) -> list:
+        index = self._registry.acquire()
+        entry = self._entry
+        if index is not None and entry is not None and entry[0] is index:
+            return entry[1]
+        rows = self._compute()
+        complete = all(isinstance(o, Answer) and o.index_version == getattr(index, "version", None) for _, o in rows)
+        if index is not None and complete and self._registry.acquire() is index:
+            self._entry = (index, rows)  # one rebinding: readers see the old entry or the new
+        return rows
+
+
+# --- rules ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Health:
+    http_status: int
+    body: Mapping[str, Any]
+
+
+def health(served_version: str | None, load_error: str | None, status: Mapping[str, Any]) -> Health:
+    """200 while an index is served, 503 while none is. ``status`` is the on-disk view
+    (``IndexStatus.as_dict()``): whether the committed index still matches its inputs."""
+    body = {
+        "serving": served_version is not None,
+        "index_version": served_version,
+        "load_error": None if served_version is not None else (load_error or "no index is installed"),
+        "fresh": bool(status.get("fresh")),
+        "changes": list(status.get("changes") or []),
+        "rebuild_version": status.get("rebuild_version"),
+        # A rebuilt index on disk that this process has not installed yet shows up here.
+        "disk_index_version": status.get("index_version"),
+        "disk_error": status.get("error"),
+    }
+    return Health(200 if served_version is not None else 503, body)
+
+
+def index_page_status(outcomes: Sequence[Outcome]) -> int:
+    """The question list is a failure (503) only when nothing could be answered from an
+    index: every outcome is no_context. One abandoned row does not fail the page."""
+    if outcomes and all(isinstance(o, Answer) and o.state is AnswerState.NO_CONTEXT for o in outcomes):
+        return 503
+    return 200
+
+
+def section_href(section_id: str) -> str:
+    """``rfc9110#9.2.1`` -> ``/section/rfc9110:9.2.1`` (``#`` would start a URL fragment)."""
+    return "/section/" + quote(section_id.replace("#", ":", 1), safe=":.")
+
+
+def section_id_from_ref(ref: str) -> str:
+    """The inverse of ``section_href``'s path segment; ``rfc9110#9.2.1`` (sent as %23) too."""
+    return ref if "#" in ref else ref.replace(":", "#", 1)
+
+
+def prefers_json(accept: str | None) -> bool:
+    """True when ``Accept`` ranks application/json above text/html (absent or */* -> HTML)."""
+    if not accept:
+        return False
+    best = {"application/json": 0.0, "text/html": 0.0}
+    for part in accept.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for p in params:
+            key, _, value = p.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        media = media.lower()
+        for kind in best:
+            if media == kind:
+                best[kind] = max(best[kind], q)
+        if media in ("*/*", "text/*"):
+            best["text/html"] = max(best["text/html"], q)
+    return best["application/json"] > 0 and best["application/json"] > best["text/html"]
+
+
+# --- presentation ---------------------------------------------------------------------
+
+
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,  # a renamed key fails the page tests, not silently
+    )
+    env.filters["section_href"] = section_href
+    env.filters["ms"] = lambda v: f"{float(v):.1f}"
+    return env
+
+
+def _json(body: Mapping[str, Any], status: int, version: str | None = None) -> JSONResponse:
+    return JSONResponse(dict(body), status_code=status, headers={VERSION_HEADER: version} if version else None)
+
+
+def _not_found(what: str, key: str) -> dict:
+    return {"error": "not_found", "detail": f"no {what} {key!r}"}
+
+
+def create_app(
+    *,
+    registry: Registry,
+    fixture_service: Service,
+    ask_service: Service,
+    questions: QuestionSet,
+    thresholds: Thresholds,
+    status: Callable[[], Mapping[str, Any]],
+    clock: Callable[[], float],
+    rate_store: BucketStore,
+    warmup: Callable[[], None] | None = None,
+) -> Starlette:
+    """The served contract over explicit dependencies.
+
+    ``registry``: what /health and /section acquire. ``fixture_service``: answers the fixed
+    questions (recorded drafts, committed vectors). ``ask_service``: answers free text
+    (extractive drafter, local embedder). ``status``: the on-disk index status as a dict
+    (``IndexStatus.as_dict``), called by /health, so it must be cheap (``StatusCache``).
+    ``clock`` and ``rate_store`` drive the rate limiter with the allowance in
+    ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup.
+    """
+    env = _templates()
+    css = (TEMPLATES / "site.css").read_text(encoding="utf-8")
+    by_id = {q.id: q for q in questions.questions}
+    max_chars = thresholds.ask.max_question_chars
+
+    def page(name: str, status_code: int, version: str | None = None, **context: Any) -> HTMLResponse:
+        headers = dict(_PAGE_HEADERS)
+        if version:
+            headers[VERSION_HEADER] = version
+        html = env.get_template(name).render(**context)
+        return HTMLResponse(html, status_code=status_code, headers=headers)
+
+    def not_found_page(what: str, key: str) -> HTMLResponse:
+        return page("not_found.html", 404, what=what, key=key)
+
+    async def get_health(request: Request) -> Response:
+        index = registry.acquire()
+        on_disk = await run_in_threadpool(status)
+        h = health(index.version if index else None, registry.load_error, on_disk)
+        return _json(h.body, h.http_status)
+
+    async def get_questions(request: Request) -> Response:
+        rows = [{"id": q.id, "question": q.question, "answerable": q.answerable} for q in questions.questions]
+        return _json({"questions": rows}, 200)
+
+    async def get_answer(request: Request) -> Response:
+        qid = request.path_params["qid"]
+        q = by_id.get(qid)
+        if q is None:
+            return _json(_not_found("question", qid), 404)
+        # A fixed question's answer is ~1 ms of GIL-bound work (committed vector, recorded
+        # draft): run inline. A thread hop buys no parallelism here, only a second queue
+        # whose waits would be billed to the request's deadline.
+        outcome = run_answer(fixture_service, q.question, q.id)
+        return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
+
+    async def post_ask(request: Request) -> Response:
+        try:
+            question = read_question(await request.body(), max_chars)
+        except AskRejected as exc:
+            return _json(exc.as_dict(), exc.status)
+        outcome = await run_in_threadpool(run_answer, ask_service, question, None)
+        return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
+
+    async def get_section(request: Request) -> Response:
+        ref = request.path_params["ref"]
+        as_json = prefers_json(request.headers.get("accept"))
+        index = registry.acquire()  # the only acquire of this request
+        if index is None:
+            body = {"error": "no_context", "detail": registry.load_error or "no index is installed"}
+            return _json(body, 503) if as_json else page("unavailable.html", 503, detail=body["detail"])
+        section_id = section_id_from_ref(ref)
+        section = index.sections.get(section_id)
+        if section is None:
+            return _json(_not_found("section", section_id), 404) if as_json else not_found_page("section", section_id)
+        body = {"section_id": section.id, "title": section.title, "text": section.text, "index_version": index.version}
+        if as_json:
+            return _json(body, 200, index.version)
+        return page("section.html", 200, index.version, section=body)
+
+    listing = Listing(
+        registry, lambda: [(q, run_answer(fixture_service, q.question, q.id)) for q in questions.questions]
+    )
+
+    async def get_index_page(request: Request) -> Response:
+        rows = await run_in_threadpool(listing.get)
+        outcomes = [o for _, o in rows]
+        versions = sorted({o.index_version for o in outcomes if o.index_version})
+        shown = [
+            {"id": q.id, "question": q.question, "answerable": q.answerable, "state": state_of(o)} for q, o in rows
+        ]
+        return page("index.html", index_page_status(outcomes), rows=shown, versions=versions)
+
+    async def get_question_page(request: Request) -> Response:
+        qid = request.path_params["qid"]
+        q = by_id.get(qid)
+        if q is None:
+            return not_found_page("question", qid)
+        # A fixed question's answer is ~1 ms of GIL-bound work (committed vector, recorded
+        # draft): run inline. A thread hop buys no parallelism here, only a second queue
+        # whose waits would be billed to the request's deadline.
+        outcome = run_answer(fixture_service, q.question, q.id)
+        return page(
+            "question.html",
+            outcome.http_status,
+            outcome.index_version,
+            a=outcome.as_dict(),
+            state=state_of(outcome),
+            answerable=q.answerable,
+        )
+
+    async def get_css(request: Request) -> Response:
+        return Response(css, media_type="text/css", headers={"Cache-Control": "public, max-age=300"})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        # Unknown paths and wrong methods: the same JSON error shape as the routes.
+        assert isinstance(exc, HTTPException)
+        error = "not_found" if exc.status_code == 404 else "http_error"
+        return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        if warmup is not None:
+            await run_in_threadpool(warmup)
+        yield
+
+    rl = thresholds.rate_limit
+    allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
+    return Starlette(
+        routes=[
+            Route("/health", get_health),
+            Route("/questions", get_questions),
+            Route("/answer/{qid}", get_answer),
+            Route("/ask", post_ask, methods=["POST"]),
+            Route("/section/{ref}", get_section),
+            Route("/", get_index_page),
+            Route("/q/{qid}", get_question_page),
+            Route("/static/site.css", get_css),
+        ],
+        # First in the list = outermost of the user middleware: it decides before any handler.
+        middleware=[Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock)],
+        exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
+    )

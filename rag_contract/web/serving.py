@@ -1,0 +1,226 @@
+"""The served app, assembled from the project on disk, and ``serve`` (uvicorn).
+
+Contract: ``build_served_app(root, clock, rate_store)`` loads the project (a broken corpus,
+question set or thresholds file raises here: a broken checkout does not start), then the
+index with ``Registry.at_startup``: a missing or unloadable index does NOT stop the process;
+answers are then no_context (503, no version) and ``/health`` says what is wrong. Two
+services share the one registry:
+
+- the fixed questions: ``FixtureDrafter`` over ``eval/fixtures/drafts`` and the committed
+  question vector (``committed_vector``);
+- free text (``POST /ask``): ``ExtractiveDrafter`` with the thresholds' confidence and claim
+  count, and a query vector from the local embedder, warmed at startup so the first
+  question does not pay the model load (~0.3 s) against a 150 ms deadline.
+
+``/health`` reads a ``StatusCache``: it re-hashes the corpus only when an input file's size
+or mtime moved. The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless
+one is passed: with several workers or instances, pass a shared ``RedisStore`` or each one
+limits on its own). ``app_for_probe`` is the same assembly for the gate's limiter probe;
+``serve`` runs it with uvicorn (``rag-contract serve``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import uvicorn
+from starlette.applications import Starlette
+from uvicorn.supervisors import Multiprocess
+
+from rag_contract.answering.drafting import Drafter, ExtractiveDrafter, FixtureDrafter
+from rag_contract.answering.service import QueryVector, Service, committed_vector
+from rag_contract.config.thresholds import Thresholds
+from rag_contract.embedders.local import LocalEmbedder
+from rag_contract.index.registry import Registry
+from rag_contract.index.status import StatusCache
+from rag_contract.index.store import Index
+from rag_contract.project import Project, find_root, load_project
+from rag_contract.web.app import create_app
+from rag_contract.web.ratelimit import BucketStore, MemoryStore, RedisStore
+
+# Set by ``serve`` for its worker processes only; not settings anyone else reads.
+ROOT_ENV = "RAG_CONTRACT_ROOT"
+REDIS_ENV = "RAG_CONTRACT_WORKER_REDIS_URL"
+DEFAULT_PORT = 8000
+
+
+def drafts_dir(root: Path) -> Path:
+    return Path(root) / "eval" / "fixtures" / "drafts"
+
+
+def embedded_vector(embedder: LocalEmbedder) -> QueryVector:
+    """Free text: the local embedder's vector (the index is not consulted for it)."""
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        return embedder.embed([text])[0]
+
+    return query_vector
+
+
+def extractive_drafter(thresholds: Thresholds, index: Index | None = None) -> ExtractiveDrafter:
+    """The free-text drafter, term weights from ``index`` (the one served at startup)."""
+    d = thresholds.drafting
+    if index is None:
+        return ExtractiveDrafter(d.extractive_min_confidence, d.extractive_max_claims)
+    return ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
+
+
+def build_services(
+    registry: Registry,
+    thresholds: Thresholds,
+    *,
+    fixture_drafter: Drafter,
+    ask_drafter: Drafter,
+    embedder: LocalEmbedder,
+    clock: Callable[[], float],
+) -> tuple[Service, Service]:
+    """(fixed-question service, free-text service), both over ``registry``."""
+    fixed = Service(registry, thresholds, fixture_drafter, clock, committed_vector(embedder))
+    free = Service(registry, thresholds, ask_drafter, clock, embedded_vector(embedder))
+    return fixed, free
+
+
+def assemble(
+    project: Project,
+    registry: Registry,
+    *,
+    clock: Callable[[], float],
+    rate_clock: Callable[[], float],
+    rate_store: BucketStore,
+    status: Callable[[], Mapping[str, Any]],
+    embedder: LocalEmbedder | None = None,
+) -> Starlette:
+    """The served app over an already loaded project and registry (no I/O beyond that)."""
+    embedder = embedder or LocalEmbedder()
+    fixed, free = build_services(
+        registry,
+        project.thresholds,
+        fixture_drafter=FixtureDrafter(drafts_dir(project.paths.root)),
+        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),
+        embedder=embedder,
+        clock=clock,
+    )
+    return create_app(
+        registry=registry,
+        fixture_service=fixed,
+        ask_service=free,
+        questions=project.questions,
+        thresholds=project.thresholds,
+        status=status,
+        clock=rate_clock,
+        rate_store=rate_store,
+        warmup=lambda: embedder.embed(["warm up"]),
+    )
+
+
+def build_served_app(
+    root: Path,
+    clock: Callable[[], float] = time.perf_counter,
+    rate_store: BucketStore | None = None,
+    rate_clock: Callable[[], float] | None = None,
+) -> Starlette:
+    """The app ``rag-contract serve`` runs, from the project at ``root``.
+
+    ``clock`` times requests against the deadline and, unless ``rate_clock`` is given,
+    drives the rate limiter too. A store shared between processes (``RedisStore``) needs
+    a clock they share: pass ``rate_clock=time.time`` with it.
+    """
+    project = load_project(Path(root))
+    registry = Registry.at_startup(project.paths.index)
+    cache = StatusCache(project.paths)
+    return assemble(
+        project,
+        registry,
+        clock=clock,
+        rate_clock=rate_clock or clock,
+        rate_store=rate_store if rate_store is not None else MemoryStore(),
+        status=lambda: cache.get().as_dict(),
+    )
+
+
+def app_for_probe(project: Project, index: Index | None, clock: Callable[[], float]) -> Starlette:
+    """The served app for ``ratelimit.probe`` (the gate): the same assembly and middleware,
+    with the probe's frozen ``clock`` driving the limiter over a fresh in-memory store."""
+    cache = StatusCache(project.paths)
+    return assemble(
+        project,
+        Registry(index),
+        clock=time.perf_counter,
+        rate_clock=clock,
+        rate_store=MemoryStore(),
+        status=lambda: cache.get().as_dict(),
+    )
+
+
+def _store(redis_url: str | None) -> tuple[BucketStore, Callable[[], float]]:
+    # Buckets shared through redis are compared across processes: wall-clock time, which they
+    # share; in memory, the monotonic clock.
+    if redis_url:
+        return RedisStore.from_url(redis_url), time.time
+    return MemoryStore(), time.monotonic
+
+
+def served_app_from_env() -> Starlette:
+    """uvicorn factory for worker processes: the root and redis URL ``serve`` was given."""
+    root = os.environ.get(ROOT_ENV)
+    store, rate_clock = _store(os.environ.get(REDIS_ENV))
+    return build_served_app(Path(root) if root else find_root(), rate_store=store, rate_clock=rate_clock)
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    workers: int = 1,
+    redis_url: str | None = None,
+    root: Path | None = None,
+) -> None:
+    """Run the served app with uvicorn until interrupted. ``port`` defaults to $PORT, else 8000.
+
+    Rate-limit buckets live in redis when ``redis_url`` is given (shared by every worker and
+    instance), else in memory, per process: with ``workers > 1`` and no redis, each worker
+    grants the full allowance on its own. ``proxy_headers`` is off: uvicorn would otherwise
+    rewrite the client address from X-Forwarded-For, and the rate limiter alone decides
+    which of those entries to trust (``rate_limit.trusted_proxy_hops``).
+    """
+
+    if port is None:
+        port = int(os.environ.get("PORT") or DEFAULT_PORT)
+    root = Path(root) if root else find_root()
+    common: dict[str, Any] = dict(host=host, port=port, proxy_headers=False, server_header=False)
+    if workers <= 1:
+        store, rate_clock = _store(redis_url)
+        uvicorn.run(build_served_app(root, rate_store=store, rate_clock=rate_clock), **common)
+        return
+    # Several workers need an import string; each worker builds its own app from these.
+    os.environ[ROOT_ENV] = str(root)
+    if redis_url:
+        os.environ[REDIS_ENV] = redis_url
+
+    config = uvicorn.Config("rag_contract.serving:served_app_from_env", factory=True, workers=workers, **common)
+    # uvicorn.run would bind with config.bind_socket(), whose listener leaves proto at 0:
+    # asyncio then never sets TCP_NODELAY on accepted connections, and every keep-alive
+    # response waits ~40 ms for the client's delayed ACK (uvicorn issue #3149). The
+    # workers inherit this listener, proto included.
+    listener = tcp_listener(host, port)
+    logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d, %d workers", host, port, workers)
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(config, sockets=[listener]).run()
+
+
+def tcp_listener(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket bound to (host, port) whose ``proto`` is IPPROTO_TCP,
+    inheritable by worker processes (what uvicorn's ``Config.bind_socket`` does, plus proto)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock

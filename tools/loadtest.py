@@ -1,0 +1,718 @@
+"""A bounded load run on loopback: ``/answer/<id>`` throughput and latency under wrk.
+
+Contract:
+- ``run_load(root, ...)`` measures, for each concurrency level in ``clients``, one wrk run
+  of ``duration_s`` seconds against each selected config, started as a subprocess on
+  127.0.0.1 on a free port and stopped (its whole process group) before the next:
+  ``bare`` (a Starlette route returning a constant under uvicorn, served the way ``serve``
+  serves: the framework's ceiling on this machine), ``one_worker`` (``rag-contract serve``,
+  buckets in memory) and ``two_workers`` (``rag-contract serve --workers 2 --redis URL``,
+  one bucket per client shared through redis; ``run_load`` starts its own throwaway
+  redis-server unless ``redis_url`` is given). Nothing leaves loopback, and the run is
+  bounded: a plan longer than ``time_limit_s`` is refused up front, every subprocess has a
+  timeout, and every one is killed in a ``finally``.
+- The served configs run from a temporary copy of the project tree (symlinks to corpus/,
+  index/ and eval/*, no committed file touched) whose thresholds differ in one key:
+  ``rate_limit.trusted_proxy_hops: 1``. The allowance itself cannot be raised for a load
+  run (the thresholds loader refuses more than a quarter process-minute of demand), so
+  instead wrk presents a distinct client per request: the Lua script (``WRK_SCRIPT``)
+  writes a counter-derived ``X-Forwarded-For: 10.a.b.c`` on every request (a header value
+  only; no traffic goes there), and with one trusted hop each value is its own bucket. The
+  limiter still runs, and still takes a token, on every request; before measuring,
+  ``limiter_check`` shows it still refuses one fixed client after its burst (and, with two
+  workers, that the two processes share that client's one bucket).
+- The report (``eval/results/load.json``) holds machine-independent metadata only (cpu
+  count, versions, date, duration, question id), per config and level: req/s, p50/p99 ms,
+  completed requests, non-2xx responses and abandoned answers (503 with error
+  "abandoned"); the ratios one worker / bare and two workers / one worker; and whether each
+  goal was met. The goals are benchmarks, recorded, never asserted: one worker >= 0.7x the
+  bare route, two workers >= 1.5x one worker (best req/s of each), no request abandoned at
+  16 clients.
+- ``render(report)`` is the README's markdown for such a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from rag_contract.config.thresholds import load_thresholds
+from rag_contract.project import find_root, load_project
+
+CONFIGS = ("bare", "one_worker", "two_workers")
+DEFAULT_CLIENTS = (1, 4, 16, 64)
+DEFAULT_DURATION_S = 8
+DEFAULT_QUESTION_ID = "q11"  # a grounded answer: retrieval, drafting and grounding all run
+TIME_LIMIT_S = 240.0
+WRK_THREADS = 1  # one load thread: on 2 cores every cycle wrk spends is one the servers lose
+WARMUP_S = 1
+HOST = "127.0.0.1"  # loopback only, by construction
+
+GOAL_ONE_VS_BARE = 0.7
+GOAL_TWO_VS_ONE = 1.5
+ABANDON_LEVEL = 16
+
+RESULT_MARK = "RAGC_WRK_JSON "
+_STARTED = "Application startup complete"
+_STARTUP_TIMEOUT_S = 60.0
+_LIMITER_XFF = "192.0.2.1"  # TEST-NET-1: outside the 10/8 range the wrk script uses
+# Environment a server must not inherit: it would pick another port, store or root, or
+# hold a key it has no business with on a loopback benchmark.
+_SCRUBBED_ENV = ("REDIS_URL", "PORT", "WEB_CONCURRENCY", "RAG_CONTRACT_ROOT", "RAG_CONTRACT_WORKER_REDIS_URL")
+
+# wrk script. setup() numbers the threads; request() gives every request its own
+# X-Forwarded-For (run, thread and counter packed into 10.a.b.c: 2^20 addresses per thread
+# per run, and successive runs use other blocks, so no address comes near its burst);
+# response() counts statuses and abandoned answers; done() prints one JSON line with the
+# exact numbers (latencies in microseconds) after wrk's own summary.
+WRK_SCRIPT = r"""
+local threads = {}
+local next_id = 0
+
+function setup(thread)
+  thread:set("tid", next_id)
+  next_id = next_id + 1
+  table.insert(threads, thread)
+end
+
+function init(args)
+  run = tonumber(args[1] or "0") or 0
+  sent = 0
+  statuses = {}
+  abandoned = 0
+  xff = {}
+end
+
+function request()
+  local v = ((run % 4) * 4 + tid % 4) * 1048576 + sent % 1048576
+  sent = sent + 1
+  xff["X-Forwarded-For"] = string.format("10.%d.%d.%d",
+    math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256)
+  return wrk.format(nil, nil, xff)
+end
+
+function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
+  if status == 503 and body and string.find(body, '"error"%s*:%s*"abandoned"') then
+    abandoned = abandoned + 1
+  end
+end
+
+function done(summary, latency, requests)
+  local merged, total_abandoned = {}, 0
+  for _, t in ipairs(threads) do
+    for code, n in pairs(t:get("statuses")) do
+      merged[code] = (merged[code] or 0) + n
+    end
+    total_abandoned = total_abandoned + t:get("abandoned")
+  end
+  local parts = {}
+  for code, n in pairs(merged) do
+    parts[#parts + 1] = string.format('"%d":%d', code, n)
+  end
+  table.sort(parts)
+  local e = summary.errors
+  io.write(string.format(
+    'RAGC_WRK_JSON {"requests":%d,"duration_us":%d,"p50_us":%.1f,"p99_us":%.1f,"max_us":%.1f,' ..
+    '"statuses":{%s},"abandoned":%d,"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.max,
+    table.concat(parts, ","), total_abandoned, e.connect, e.read, e.write, e.status, e.timeout))
+end
+"""
+
+
+class LoadError(RuntimeError):
+    """The load run could not be carried out (no wrk, a server that did not start, ...)."""
+
+
+# --- values -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Level:
+    """One wrk run at ``clients`` connections, as wrk's done() hook reported it."""
+
+    clients: int
+    requests: int  # completed responses
+    duration_s: float
+    p50_ms: float
+    p99_ms: float
+    statuses: Mapping[int, int] = field(default_factory=dict)  # status -> responses
+    abandoned: int = 0  # 503 whose body says error "abandoned"
+    socket_errors: int = 0  # connect/read/write errors and timeouts (no response at all)
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def non_2xx(self) -> int:
+        return sum(n for code, n in self.statuses.items() if not 200 <= code < 300)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rps": round(self.rps, 1),
+            "p50_ms": round(self.p50_ms, 2),
+            "p99_ms": round(self.p99_ms, 2),
+            "requests": self.requests,
+            "non_2xx": self.non_2xx,
+            "abandoned": self.abandoned,
+            "socket_errors": self.socket_errors,
+            "statuses": {str(code): self.statuses[code] for code in sorted(self.statuses)},
+        }
+
+
+@dataclass(frozen=True)
+class LimiterCheck:
+    """One fixed client (one X-Forwarded-For), ``sent`` requests each on a new connection.
+
+    Passed when exactly ``burst`` were served and every later one was refused with 429:
+    the limiter is active in the load setup. With several workers the connections are
+    spread over the processes, so a per-process bucket would serve more than ``burst``;
+    exactly ``burst`` is the evidence that they share one.
+    """
+
+    burst: int
+    statuses: tuple[int, ...]
+
+    @property
+    def served(self) -> int:
+        return sum(1 for s in self.statuses if s != 429)
+
+    @property
+    def passed(self) -> bool:
+        return all(s != 429 for s in self.statuses[: self.burst]) and all(s == 429 for s in self.statuses[self.burst :])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "client": _LIMITER_XFF,
+            "sent": len(self.statuses),
+            "burst": self.burst,
+            "served": self.served,
+            "first_status": self.statuses[0] if self.statuses else None,
+            "passed": self.passed,
+        }
+
+
+# --- parsing wrk ------------------------------------------------------------------------
+
+
+def parse_wrk(stdout: str, clients: int) -> Level:
+    """The ``Level`` in wrk's output: the last line starting with ``RESULT_MARK``."""
+    lines = [line for line in stdout.splitlines() if line.startswith(RESULT_MARK)]
+    if not lines:
+        raise LoadError(f"wrk printed no {RESULT_MARK.strip()} line (was the script loaded?):\n{stdout[-2000:]}")
+    data = json.loads(lines[-1][len(RESULT_MARK) :])
+    errors = data["errors"]
+    return Level(
+        clients=clients,
+        requests=int(data["requests"]),
+        duration_s=float(data["duration_us"]) / 1e6,
+        p50_ms=float(data["p50_us"]) / 1000.0,
+        p99_ms=float(data["p99_us"]) / 1000.0,
+        statuses={int(code): int(n) for code, n in data["statuses"].items()},
+        abandoned=int(data["abandoned"]),
+        socket_errors=sum(int(errors[k]) for k in ("connect", "read", "write", "timeout")),
+    )
+
+
+def wrk_version(wrk: str = "wrk") -> str:
+    """``wrk -v``'s version word, e.g. ``debian/4.1.0-3+b2`` (wrk exits non-zero for -v)."""
+    out = subprocess.run([wrk, "-v"], capture_output=True, text=True, timeout=10)
+    first = (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else ""
+    words = first.split()
+    return words[1] if len(words) > 1 and words[0] == "wrk" else "unknown"
+
+
+def wrk_command(wrk: str, url: str, clients: int, duration_s: int, script: Path, run: int) -> list[str]:
+    # wrk needs at least one connection per thread; -d takes whole seconds.
+    return [
+        wrk, "-t", str(min(WRK_THREADS, clients)), "-c", str(clients), "-d", f"{int(duration_s)}s",
+        "--timeout", "10s", "--latency", "-s", str(script), url, "--", str(run),
+    ]  # fmt: skip
+
+
+def run_wrk(wrk: str, url: str, clients: int, duration_s: int, script: Path, run: int) -> Level:
+    cmd = wrk_command(wrk, url, clients, duration_s, script, run)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 30)
+    except subprocess.TimeoutExpired as exc:
+        raise LoadError(f"wrk did not finish within {duration_s + 30} s") from exc
+    if out.returncode != 0:
+        raise LoadError(f"wrk exited {out.returncode}: {out.stderr[-2000:]}")
+    return parse_wrk(out.stdout, clients)
+
+
+# --- the bare route -----------------------------------------------------------------------
+
+
+def bare_app() -> Starlette:
+    """uvicorn factory for the ceiling: the same path, a constant body, no middleware."""
+
+    async def constant(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    return Starlette(routes=[Route("/answer/{qid}", constant)])
+
+
+# --- processes ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a process started by ``_spawn`` and everything in its process group."""
+    if proc.poll() is None:
+        proc.terminate()  # uvicorn's supervisor stops its workers on SIGTERM
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    # Anything left in the group we created (a worker outliving its supervisor) goes too.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _spawn(argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path) -> subprocess.Popen:
+    # Own session: the server and its workers form one group that ``stop`` can end.
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            list(argv), cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
+
+
+def _wait_started(proc: subprocess.Popen, log: Path, port: int, workers: int) -> bool:
+    """Until every worker logged startup complete and the port accepts. False: it exited."""
+    deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        if text.count(_STARTED) >= workers:
+            with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
+                return True
+        time.sleep(0.1)
+    raise LoadError(f"server on port {port} did not start within {_STARTUP_TIMEOUT_S} s:\n{_tail(log)}")
+
+
+@contextlib.contextmanager
+def running_server(
+    argv_for_port: Any, cwd: Path, env: Mapping[str, str], log: Path, workers: int
+) -> Iterator[tuple[subprocess.Popen, int]]:
+    """``argv_for_port(port)`` started on a free port (retried: a port can be taken
+    between the probe and the bind), yielded once ready, stopped on exit."""
+    for _ in range(3):
+        port = free_port()
+        proc = _spawn(argv_for_port(port), cwd, env, log)
+        try:
+            ready = _wait_started(proc, log, port, workers)
+        except BaseException:
+            stop(proc)
+            raise
+        if ready:
+            break
+        stop(proc)
+    else:
+        raise LoadError(f"server did not start after 3 attempts:\n{_tail(log)}")
+    try:
+        yield proc, port
+    finally:
+        stop(proc)
+
+
+def worker_processes(pid: int) -> int | None:
+    """How many uvicorn worker processes ``pid`` spawned (1 when it serves itself);
+    None where /proc cannot tell."""
+    children: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        return None
+    spawned = 0
+    for child in children:
+        with contextlib.suppress(OSError):
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                spawned += 1
+    return spawned or 1
+
+
+@contextlib.contextmanager
+def own_redis(workdir: Path) -> Iterator[str]:
+    """A throwaway redis-server on loopback (nothing persisted); yields its URL."""
+    import redis
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise LoadError("redis-server not found on PATH (Debian: apt-get install redis-server)")
+    log = workdir / "redis.log"
+    for _ in range(3):
+        port = free_port()
+        argv = [binary, "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no",
+                "--dir", str(workdir), "--daemonize", "no"]  # fmt: skip
+        proc = _spawn(argv, workdir, os.environ, log)
+        client = redis.Redis(host=HOST, port=port, socket_connect_timeout=0.2, socket_timeout=0.5)
+        try:
+            deadline = time.monotonic() + 10
+            while proc.poll() is None and time.monotonic() < deadline:
+                with contextlib.suppress(redis.exceptions.RedisError):
+                    if client.ping():
+                        break
+                time.sleep(0.05)
+            else:
+                stop(proc)
+                continue
+        finally:
+            client.close()
+        try:
+            yield f"redis://{HOST}:{port}/0"
+        finally:
+            stop(proc)
+        return
+    raise LoadError(f"redis-server did not start after 3 attempts:\n{_tail(log)}")
+
+
+def redis_token_takes(url: str) -> int:
+    """EVALSHA calls so far: one per rate-limit decision ``RedisStore`` made."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=2)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+# --- the project copy ---------------------------------------------------------------------
+
+
+def load_tree(root: Path, dest: Path) -> Path:
+    """``dest`` as a project served from ``root``'s files, thresholds aside: the one change
+    is ``rate_limit.trusted_proxy_hops: 1`` (see the module docstring). Validated here."""
+
+    root = Path(root).resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("corpus", "index"):
+        (dest / name).symlink_to(root / name, target_is_directory=True)
+    (dest / "eval").mkdir()
+    for entry in (root / "eval").iterdir():
+        if entry.name != "thresholds.yaml":
+            (dest / "eval" / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    data = yaml.safe_load((root / "eval" / "thresholds.yaml").read_text(encoding="utf-8"))
+    data["rate_limit"]["trusted_proxy_hops"] = 1
+    path = dest / "eval" / "thresholds.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    load_thresholds(path)  # the copy must be as valid as the original
+    return dest
+
+
+def server_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and not k.endswith("_API_KEY")}
+    # The servers run this checkout's package, whatever is installed.
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def serve_argv(workers: int, redis_url: str | None) -> Any:
+    """``rag-contract serve`` as the Makefile runs it (from the project directory)."""
+
+    def argv(port: int) -> list[str]:
+        cmd = [sys.executable, "-m", "rag_contract.cli", "serve", "--host", HOST, "--port", str(port)]
+        cmd += ["--workers", str(workers)]
+        return cmd + (["--redis", redis_url] if redis_url else [])
+
+    return argv
+
+
+def bare_argv(port: int) -> list[str]:
+    # The same uvicorn settings ``serve`` passes: no proxy headers, no Server header,
+    # default logging (access log included).
+    return [
+        sys.executable, "-m", "uvicorn", "--factory", "tools.loadtest:bare_app",
+        "--host", HOST, "--port", str(port), "--no-proxy-headers", "--no-server-header",
+    ]  # fmt: skip
+
+
+def limiter_check(base_url: str, question_id: str, burst: int, sent: int) -> LimiterCheck:
+    """``sent`` GETs as one client, each on a fresh connection (see ``LimiterCheck``)."""
+    statuses = []
+    for _ in range(sent):
+        req = urllib.request.Request(f"{base_url}/answer/{question_id}", headers={"X-Forwarded-For": _LIMITER_XFF})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                statuses.append(resp.status)
+        except urllib.error.HTTPError as exc:
+            statuses.append(exc.code)
+    return LimiterCheck(burst, tuple(statuses))
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def _measure(
+    wrk: str, url: str, clients: Sequence[int], duration_s: int, script: Path, warmup_s: int
+) -> dict[int, Level]:
+    if warmup_s > 0:  # first requests pay lazy imports and cold caches; not measured
+        run_wrk(wrk, url, min(4, max(clients)), warmup_s, script, run=len(clients))
+    return {n: run_wrk(wrk, url, n, duration_s, script, run=i) for i, n in enumerate(clients)}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def _best(levels: Mapping[str, Mapping[str, Any]] | None) -> float | None:
+    return max((lv["rps"] for lv in levels.values()), default=None) if levels else None
+
+
+def ratios(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Throughput ratios per level and of the best level of each config (None: not measured)."""
+
+    def levels(name: str) -> Mapping[str, Mapping[str, Any]] | None:
+        return configs[name]["levels"] if name in configs else None
+
+    def pair(num: str, den: str) -> dict[str, Any]:
+        a, b = levels(num), levels(den)
+        per = {k: _ratio(a[k]["rps"], b[k]["rps"]) for k in a if k in b} if a and b else {}
+        return {"per_clients": per, "best": _ratio(_best(a), _best(b))}
+
+    return {"one_worker_vs_bare": pair("one_worker", "bare"), "two_workers_vs_one": pair("two_workers", "one_worker")}
+
+
+def goals(configs: Mapping[str, Mapping[str, Any]], ratio: Mapping[str, Any]) -> dict[str, Any]:
+    """Each goal's target, measured value and whether it was met (None: not measured)."""
+
+    def at_least(value: float | None, target: float) -> dict[str, Any]:
+        return {"target": target, "value": value, "met": None if value is None else value >= target}
+
+    served = [name for name in ("one_worker", "two_workers") if name in configs]
+    key = str(ABANDON_LEVEL)
+    counts = {name: configs[name]["levels"][key]["abandoned"] for name in served if key in configs[name]["levels"]}
+    return {
+        "one_worker_vs_bare": at_least(ratio["one_worker_vs_bare"]["best"], GOAL_ONE_VS_BARE),
+        "two_workers_vs_one": at_least(ratio["two_workers_vs_one"]["best"], GOAL_TWO_VS_ONE),
+        "no_abandoned_at_16": {
+            "target": 0,
+            "value": counts or None,
+            "met": (sum(counts.values()) == 0) if counts else None,
+        },
+    }
+
+
+def run_load(
+    root: Path,
+    clients: Sequence[int] = DEFAULT_CLIENTS,
+    duration_s: int = DEFAULT_DURATION_S,
+    question_id: str = DEFAULT_QUESTION_ID,
+    redis_url: str | None = None,
+    configs: Sequence[str] = CONFIGS,
+    warmup_s: int = WARMUP_S,
+    time_limit_s: float = TIME_LIMIT_S,
+    wrk: str = "wrk",
+) -> dict[str, Any]:
+    """Measure ``configs`` at each of ``clients`` for ``duration_s`` seconds; the report.
+
+    Raises ``LoadError`` when wrk (or, for two_workers without ``redis_url``,
+    redis-server) is missing, a server does not start, the question id is unknown, or the
+    plan cannot fit ``time_limit_s``; servers started so far are stopped either way.
+    """
+
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown or not configs:
+        raise ValueError(f"configs must be a non-empty subset of {CONFIGS}, got {tuple(configs)}")
+    if not clients or any(int(n) < 1 for n in clients) or int(duration_s) < 1:
+        raise ValueError("clients must be positive counts and duration_s at least 1 s")
+    planned = len(configs) * (len(clients) * int(duration_s) + warmup_s + 15)  # 15: startup, checks
+    if planned > time_limit_s:
+        raise ValueError(f"planned run of ~{planned} s exceeds time_limit_s={time_limit_s}")
+    wrk_path = shutil.which(wrk)
+    if wrk_path is None:
+        raise LoadError("wrk not found on PATH (Debian: apt-get install wrk)")
+
+    project = load_project(Path(root))
+    if question_id not in {q.id for q in project.questions.questions}:
+        raise LoadError(f"unknown question id {question_id!r}")
+    rl = project.thresholds.rate_limit
+    started = time.monotonic()
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="ragc-load-") as tmp_name, contextlib.ExitStack() as stack:
+        tmp = Path(tmp_name)
+        script = tmp / "load.lua"
+        script.write_text(WRK_SCRIPT, encoding="utf-8")
+        tree = load_tree(Path(root), tmp / "project")
+        env = server_env()
+        if "two_workers" in configs and redis_url is None:
+            redis_url = stack.enter_context(own_redis(tmp))
+        plans = {
+            "bare": (bare_argv, 1, None),
+            "one_worker": (serve_argv(1, None), 1, None),
+            "two_workers": (serve_argv(2, redis_url), 2, redis_url),
+        }
+        for name in configs:
+            if time.monotonic() - started > time_limit_s:
+                raise LoadError(f"time limit {time_limit_s} s reached before {name}")
+            argv, workers, store_url = plans[name]
+            with running_server(argv, tree, env, tmp / f"{name}.log", workers) as (proc, port):
+                base = f"http://{HOST}:{port}"
+                entry: dict[str, Any] = {
+                    "workers": workers,
+                    "store": None if name == "bare" else ("redis" if store_url else "memory"),
+                    "worker_processes": worker_processes(proc.pid),
+                }
+                takes_before = redis_token_takes(store_url) if store_url else 0
+                if name != "bare":
+                    check = limiter_check(base, question_id, rl.max_client_burst, 2 * rl.max_client_burst)
+                    if check.statuses and check.statuses[0] == 404:
+                        raise LoadError(f"/answer/{question_id} is 404 on the served app")
+                    entry["limiter_check"] = check.as_dict()
+                levels = _measure(wrk_path, f"{base}/answer/{question_id}", clients, int(duration_s), script, warmup_s)
+                entry["levels"] = {str(n): lv.as_dict() for n, lv in levels.items()}
+                if store_url:
+                    # One EVALSHA per decision: takes >= measured requests (the warm-up, the
+                    # limiter check and requests in flight when wrk stopped count too).
+                    entry["redis_token_takes"] = redis_token_takes(store_url) - takes_before
+                    entry["measured_requests"] = sum(lv.requests for lv in levels.values())
+            results[name] = entry
+    ratio = ratios(results)
+    checks = [c["limiter_check"]["passed"] for c in results.values() if "limiter_check" in c]
+    return {
+        "meta": {
+            "date": dt.datetime.now(dt.UTC).date().isoformat(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "wrk": wrk_version(wrk_path),
+            "wrk_threads": WRK_THREADS,
+            "duration_s": int(duration_s),
+            "warmup_s": warmup_s,
+            "clients": [int(n) for n in clients],
+            "question_id": question_id,
+            "path": f"/answer/{question_id}",
+            "rate_limit": {
+                "max_requests_per_minute": rl.max_requests_per_minute,
+                "max_client_burst": rl.max_client_burst,
+                "trusted_proxy_hops": 1,
+                "clients": "one X-Forwarded-For per request (wrk script)",
+            },
+            "wall_s": round(time.monotonic() - started, 1),
+        },
+        "configs": results,
+        "ratios": ratio,
+        "goals": goals(results, ratio),
+        "rate_limiter_active": all(checks) if checks else None,  # None: only the bare route ran
+    }
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+_LABELS = {
+    "bare": "bare Starlette route",
+    "one_worker": "1 worker, memory store",
+    "two_workers": "2 workers, shared redis",
+}
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
+def _met(flag: bool | None) -> str:
+    return "not measured" if flag is None else ("met" if flag else "missed")
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """The README block: one row per config and client count, then ratios and goals."""
+    meta = report["meta"]
+    lines = [
+        f"wrk {meta['wrk']}, {meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}: "
+        f"`GET {meta['path']}` for {meta['duration_s']} s per level, loopback, every request a "
+        f"distinct client of the rate limiter.",
+        "",
+        "| config | clients | req/s | p50 ms | p99 ms | non-2xx | abandoned |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in report["configs"].items():
+        for n, lv in entry["levels"].items():
+            lines.append(
+                f"| {_LABELS.get(name, name)} | {n} | {lv['rps']:.0f} | {lv['p50_ms']:.1f} | "
+                f"{lv['p99_ms']:.1f} | {lv['non_2xx']} | {lv['abandoned']} |"
+            )
+    g = report["goals"]
+    abandoned = g["no_abandoned_at_16"]["value"]
+    abandoned_text = "n/a" if not abandoned else ", ".join(f"{k} {v}" for k, v in abandoned.items())
+    active = report.get("rate_limiter_active")
+    lines += [
+        "",
+        f"One worker / bare route: {_fmt_ratio(g['one_worker_vs_bare']['value'])} "
+        f"(goal >= {GOAL_ONE_VS_BARE}x: {_met(g['one_worker_vs_bare']['met'])}); "
+        f"two workers / one worker: {_fmt_ratio(g['two_workers_vs_one']['value'])} "
+        f"(goal >= {GOAL_TWO_VS_ONE}x: {_met(g['two_workers_vs_one']['met'])}); "
+        f"abandoned at {ABANDON_LEVEL} clients: {abandoned_text} "
+        f"(goal none: {_met(g['no_abandoned_at_16']['met'])}). "
+        f"Rate limiter active during the run: {'n/a' if active is None else ('yes' if active else 'NO')}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+
+    p = argparse.ArgumentParser(prog="python -m tools.loadtest", description=__doc__.split("\n")[0])
+    p.add_argument("--root", help="project directory (default: found from the current directory)")
+    p.add_argument("--duration", type=int, default=DEFAULT_DURATION_S, help="seconds per level")
+    p.add_argument("--clients", type=int, nargs="+", default=list(DEFAULT_CLIENTS))
+    p.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
+    p.add_argument("--question", default=DEFAULT_QUESTION_ID)
+    p.add_argument("--redis", help="use this redis for two_workers instead of a throwaway one")
+    p.add_argument("--no-write", action="store_true", help="print only")
+    args = p.parse_args(argv)
+    root = Path(args.root) if args.root else find_root()
+    try:
+        report = run_load(
+            root, clients=tuple(args.clients), duration_s=args.duration, question_id=args.question,
+            redis_url=args.redis, configs=tuple(args.configs),
+        )  # fmt: skip
+    except (LoadError, ValueError) as exc:
+        print(f"loadtest: {exc}", file=sys.stderr)
+        return 2
+    if not args.no_write:
+        out = root / "eval" / "results" / "load.json"
+        out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(render(report), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

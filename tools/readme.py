@@ -1,0 +1,158 @@
+"""The README's measured numbers, generated from the committed reports.
+
+Every figure the README quotes sits between ``<!-- generated:NAME -->`` and
+``<!-- /generated:NAME -->`` markers and is rendered here from ``eval/results/*.json``.
+``python -m tools.readme`` rewrites those blocks; a test fails when the README differs from
+what this module renders, so a quoted number cannot drift from the report behind it (and a
+test per report holds the report equal to what its command produces now).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from rag_contract.index.status import index_status
+from rag_contract.project import Paths, find_root
+from tools.loadtest import render
+
+_BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
+
+
+def _load(root: Path, name: str) -> dict:
+    return json.loads((root / "eval" / "results" / name).read_text(encoding="utf-8"))
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def retrieval_table(root: Path) -> str:
+    r = _load(root, "retrieval.json")
+    lines = [
+        f"Index `{r['index_version']}`, {r['questions']} answerable questions, top {r['top_k']} sections. "
+        f"Serving mode: **{r['serving_mode']}**.",
+        "",
+        "| mode | recall@1 | recall@3 | recall@5 | recall@10 | MRR | misses |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode, m in r["modes"].items():
+        star = " (serving)" if mode == r["serving_mode"] else ""
+        misses = ", ".join(m["misses"]) or "none"
+        lines.append(
+            f"| {mode}{star} | {m['recall@1']:.2f} | {m['recall@3']:.2f} | {m['recall@5']:.2f} | "
+            f"{m['recall@10']:.2f} | {m['mrr']:.3f} | {misses} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def answers_table(root: Path) -> str:
+    a = _load(root, "answers.json")
+    s = a["states"]
+    lines = [
+        f"Index `{a['index_version']}`, drafts replayed by the `{a['drafter']}` drafter, "
+        f"coverage floor {a['coverage_floor']}.",
+        "",
+        "| grounded (of answerable) | cites an expected section | state agreement (of refusals) "
+        "| answered unanswerable | claims withdrawn |",
+        "|---|---|---|---|---|",
+        f"| {a['grounded_rate']:.2f} of {a['answerable']} | {a['expected_citation_rate']:.2f} | "
+        f"{a['state_agreement']:.2f} of {a['refusals']} | {a['answered_unanswerable']} | "
+        f"{a['claims_withdrawn']} of {a['claims']} |",
+        "",
+        f"States over all {a['answerable'] + a['refusals']} questions: "
+        + ", ".join(f"{k} {v}" for k, v in s.items())
+        + ".",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def abstention_table(root: Path) -> str:
+    a = _load(root, "abstention.json")
+    lines = [
+        f"{a['answerable']} answerable and {a['unanswerable']} unanswerable questions, index `{a['index_version']}`; "
+        f"committed threshold **{a['committed_threshold']}**.",
+        "",
+        "| threshold | coverage | accuracy when answered | false answers |",
+        "|---|---|---|---|",
+    ]
+    for r in a["rows"]:
+        if round(r["threshold"] * 20) % 2 and r["threshold"] != a["committed_threshold"]:
+            continue  # every 0.1, plus the committed value
+        mark = " **(committed)**" if r["threshold"] == a["committed_threshold"] else ""
+        lines.append(
+            f"| {r['threshold']:.2f}{mark} | {r['coverage']:.2f} | {_pct(r['accuracy_when_answered'])} | "
+            f"{r['false_answer_rate']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def load_table(root: Path) -> str:
+    path = root / "eval" / "results" / "load.json"
+    if not path.is_file():
+        return "No load run is committed yet (`make load` writes `eval/results/load.json`).\n"
+    return render(json.loads(path.read_text()))
+
+
+def stale_example(root: Path) -> str:
+    """What index-status says after one byte is appended to a corpus file (manifest updated),
+    run for real on a temporary copy of the project."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp)
+        for name in ("corpus", "index", "eval"):
+            shutil.copytree(root / name, copy / name)
+        target = copy / "corpus" / "rfc8259.txt"
+        old = target.read_bytes()
+        target.write_bytes(old + b"x")
+        manifest = copy / "corpus" / "manifest.yaml"
+        manifest.write_text(
+            manifest.read_text()
+            .replace(hashlib.sha256(old).hexdigest(), hashlib.sha256(old + b"x").hexdigest())
+            .replace(f"bytes: {len(old)}", f"bytes: {len(old) + 1}")
+        )
+        described = index_status(Paths(copy)).describe()
+    return f"```\n$ rag-contract index-status\n{described}\n```\n"
+
+
+RENDERERS: dict[str, Callable[[Path], str]] = {
+    "retrieval": retrieval_table,
+    "answers": answers_table,
+    "abstention": abstention_table,
+    "load": load_table,
+    "stale-example": stale_example,
+}
+
+
+def render_readme(root: Path, text: str) -> str:
+    def sub(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in RENDERERS:
+            raise KeyError(f"README.md: unknown generated block {name!r}")
+        return m.group(1) + RENDERERS[name](root) + m.group(4)
+
+    return _BLOCK.sub(sub, text)
+
+
+def update_readme(root: Path) -> bool:
+    path = root / "README.md"
+    old = path.read_text(encoding="utf-8")
+    new = render_readme(root, old)
+    if new != old:
+        path.write_text(new, encoding="utf-8")
+    return new != old
+
+
+def main() -> int:
+    root = find_root()
+    changed = update_readme(root)
+    print("README.md regenerated" if changed else "README.md already matches eval/results/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
