@@ -32,7 +32,7 @@ from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, run_check
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
-from rag_contract.web.serving import build_services, drafts_dir, extractive_drafter, serve
+from rag_contract.web.serving import build_services, extractive_drafter, serve
 
 # Refusals a person acts on: printed as one line naming the file, key or cap, never a traceback.
 LOAD_ERRORS = (
@@ -112,7 +112,7 @@ def cmd_eval(args) -> int:
     report = evaluate_project(project)
     text = report.to_json()
     if not args.questions and not args.no_write:
-        (project.paths.root / "eval" / "results" / "retrieval.json").write_text(text)
+        project.paths.result("retrieval.json").write_text(text)
     print(report.quiet() if args.quiet else text, end="" if not args.quiet else "\n")
     return 0
 
@@ -126,7 +126,7 @@ def _services(project, index=None):
     return build_services(
         registry,
         project.thresholds,
-        fixture_drafter=FixtureDrafter(drafts_dir(project.paths.root)),
+        fixture_drafter=FixtureDrafter(project.paths.drafts),
         ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),
         embedder=embedder,
         clock=time.perf_counter,
@@ -190,7 +190,7 @@ def cmd_eval_answers(args) -> int:
     report = answers_report(fixture, project.questions.questions, index.version)
     text = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
     if not args.questions and not args.no_write:
-        (project.paths.root / "eval" / "results" / "answers.json").write_text(text)
+        project.paths.result("answers.json").write_text(text)
     if args.quiet:
         print(
             f"index {index.version} | grounded {report['grounded_rate']} of {report['answerable']} | "
@@ -226,7 +226,7 @@ def cmd_record_drafts(args) -> int:
         drafter = live_drafter_for(project, index)  # asks the spend ledger before every call
     date = args.date or datetime.date.today().isoformat()
     drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date)
-    out = Path(args.out) if args.out else project.paths.root / "eval" / "fixtures" / "drafts"
+    out = Path(args.out) if args.out else project.paths.drafts
     paths = write_drafts(drafts, out)
     print(f"{len(paths)} drafts by {drafter.name} over index {index.version} -> {out}")
     return 0

@@ -36,6 +36,23 @@ class Paths:
     def thresholds(self) -> Path:
         return self.root / "eval" / "thresholds.yaml"
 
+    @property
+    def prices(self) -> Path:
+        return self.root / "eval" / "prices.yaml"
+
+    @property
+    def drafts(self) -> Path:
+        """Recorded drafter output, one file per question."""
+        return self.root / "eval" / "fixtures" / "drafts"
+
+    @property
+    def results(self) -> Path:
+        """The committed reports the README quotes."""
+        return self.root / "eval" / "results"
+
+    def result(self, name: str) -> Path:
+        return self.results / name
+
 
 @dataclass(frozen=True)
 class Project:

@@ -44,6 +44,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rag_contract.config.yamlfile import read_yaml
+from rag_contract.project import Paths
 
 EMBEDDING_MODEL = "text-embedding-3-small"
 LEDGER_NAME = ".spend-ledger.json"
@@ -76,7 +77,7 @@ class SpendLedgerError(RuntimeError):
 
 
 def prices_path(root: Path) -> Path:
-    return Path(root) / "eval" / "prices.yaml"
+    return Paths(Path(root)).prices
 
 
 def ledger_path(root: Path) -> Path:

@@ -60,7 +60,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from rag_contract.config.thresholds import load_thresholds
-from rag_contract.project import find_root, load_project
+from rag_contract.project import Paths, find_root, load_project
 
 CONFIGS = ("bare", "one_worker", "two_workers")
 DEFAULT_CLIENTS = (1, 4, 16, 64)
@@ -708,7 +708,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loadtest: {exc}", file=sys.stderr)
         return 2
     if not args.no_write:
-        out = root / "eval" / "results" / "load.json"
+        out = Paths(root).result("load.json")
         out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(render(report), end="")
     return 0

@@ -25,7 +25,7 @@ _BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- 
 
 
 def _load(root: Path, name: str) -> dict:
-    return json.loads((root / "eval" / "results" / name).read_text(encoding="utf-8"))
+    return json.loads(Paths(root).result(name).read_text(encoding="utf-8"))
 
 
 def _pct(x: float | None) -> str:
@@ -93,7 +93,7 @@ def abstention_table(root: Path) -> str:
 
 
 def load_table(root: Path) -> str:
-    path = root / "eval" / "results" / "load.json"
+    path = Paths(root).result("load.json")
     if not path.is_file():
         return "No load run is committed yet (`make load` writes `eval/results/load.json`).\n"
     return render(json.loads(path.read_text()))

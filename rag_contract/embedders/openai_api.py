@@ -31,7 +31,7 @@ import numpy as np
 from rag_contract.config.thresholds import load_thresholds
 from rag_contract.embedders.base import EmbedderError
 from rag_contract.openai_client import check_no_retries, make_client
-from rag_contract.project import find_root
+from rag_contract.project import Paths, find_root
 from rag_contract.spend import (
     EMBEDDING_MODEL,
     Prices,
@@ -83,7 +83,7 @@ class OpenAIEmbedder:
 
     def _bind_found_project(self) -> None:
         root = find_root()
-        self._bind(root, load_thresholds(root / "eval" / "thresholds.yaml").budget.daily_cap_usd)
+        self._bind(root, load_thresholds(Paths(root).thresholds).budget.daily_cap_usd)
 
     def _deps(self) -> tuple[Any, SpendLedger, Prices]:
         if self._ledger is None or self._prices is None:

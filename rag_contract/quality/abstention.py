@@ -18,6 +18,7 @@ from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.answering.service import Service
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index, load_index
+from rag_contract.project import Paths
 from rag_contract.quality.evaluation import abstention_curve
 
 STEPS = tuple(round(i / 20, 2) for i in range(21))
@@ -94,7 +95,7 @@ def write_curve(project) -> list[dict]:
     index = load_index(project.paths.index)
     report = curve(project, index)
     root = project.paths.root
-    (root / "eval" / "results" / "abstention.json").write_text(json.dumps(report, indent=1) + "\n")
+    Paths(root).result("abstention.json").write_text(json.dumps(report, indent=1) + "\n")
     (root / "docs").mkdir(exist_ok=True)
     (root / "docs" / "abstention.svg").write_text(svg(report))
     return report["rows"]

@@ -134,7 +134,7 @@ class GateContext:
         return Service(
             Registry(self.index),
             self.thresholds,
-            FixtureDrafter(self.root / "eval" / "fixtures" / "drafts"),
+            FixtureDrafter(self.project.paths.drafts),
             query_vector=committed_vector(make_embedder(self.index.embedder_name)),
         )
 
@@ -149,7 +149,7 @@ class GateContext:
     @cached_property
     def prices(self):
 
-        return load_prices(self.root / "eval" / "prices.yaml")
+        return load_prices(self.project.paths.prices)
 
     @cached_property
     def rerecord_usd(self) -> float:
@@ -276,7 +276,7 @@ def _question_vectors(ctx: GateContext) -> Outcome:
 
 def _report_matches(name: str, produce: Callable[[GateContext], str], command: str) -> Callable[[GateContext], Outcome]:
     def run(ctx: GateContext) -> Outcome:
-        path = ctx.root / "eval" / "results" / name
+        path = ctx.project.paths.result(name)
         now = produce(ctx)
         try:
             committed = path.read_text(encoding="utf-8")

@@ -52,10 +52,6 @@ REDIS_ENV = "RAG_CONTRACT_WORKER_REDIS_URL"
 DEFAULT_PORT = 8000
 
 
-def drafts_dir(root: Path) -> Path:
-    return Path(root) / "eval" / "fixtures" / "drafts"
-
-
 def embedded_vector(embedder: LocalEmbedder) -> QueryVector:
     """Free text: the local embedder's vector (the index is not consulted for it)."""
 
@@ -103,7 +99,7 @@ def assemble(
     fixed, free = build_services(
         registry,
         project.thresholds,
-        fixture_drafter=FixtureDrafter(drafts_dir(project.paths.root)),
+        fixture_drafter=FixtureDrafter(project.paths.drafts),
         ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),
         embedder=embedder,
         clock=clock,
