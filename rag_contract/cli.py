@@ -28,8 +28,10 @@ from rag_contract.index.store import IndexLoadError, build_index, load_index, re
 from rag_contract.openai_client import ClientConfigError
 from rag_contract.project import Paths, find_root, load_project
 from rag_contract.quality.abstention import write_curve
+from rag_contract.quality.agreement import agreement_report, load_annotations
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, run_check
+from rag_contract.quality.ratchet import current_bars, measured_bars, ratchet, rewrite_thresholds
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
 from rag_contract.web.serving import build_services, extractive_drafter, serve
@@ -114,6 +116,16 @@ def cmd_eval(args) -> int:
     if not args.questions and not args.no_write:
         project.paths.result("retrieval.json").write_text(text)
     print(report.quiet() if args.quiet else text, end="" if not args.quiet else "\n")
+    return 0
+
+
+def cmd_agreement(args) -> int:
+    project = _project(args)
+    report = agreement_report(load_annotations(project.paths.annotations), project.questions)
+    text = json.dumps(report, indent=1) + "\n"
+    if not args.no_write:
+        project.paths.result("agreement.json").write_text(text)
+    print(text, end="")
     return 0
 
 
@@ -203,6 +215,25 @@ def cmd_eval_answers(args) -> int:
     return 0
 
 
+def cmd_thresholds_update(args) -> int:
+    """Re-measure (retrieval and answers, as committed), then rewrite the bars by the rules."""
+    project = _project(args)
+    index = load_index(project.paths.index)
+    retrieval = evaluate_project(project, index).as_dict()
+    fixture, _ = _services(project, index)
+    answers = answers_report(fixture, project.questions.questions, index.version)
+    bars, changes = ratchet(current_bars(project.thresholds), measured_bars(retrieval, answers), args.allow_loosen)
+    for change in changes:
+        print(change.describe())
+    skipped = [k for k, v in measured_bars(retrieval, answers).items() if bars.get(k) != v]
+    if skipped:
+        print(f"{len(skipped)} bar(s) would loosen and were kept (pass --allow-loosen): {', '.join(skipped[:10])}")
+    if not args.dry_run:
+        rewrite_thresholds(project.paths.thresholds, bars, index.version)
+    print(f"{len(changes)} change(s){' (dry run)' if args.dry_run else ''}; measured on {index.version}")
+    return 0
+
+
 def cmd_abstention(args) -> int:
 
     project = _project(args)
@@ -275,6 +306,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="write here instead of index/")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_build_index)
+
+    s = sub.add_parser("thresholds", help="the bars in eval/thresholds.yaml")
+    tsub = s.add_subparsers(dest="thresholds_command", required=True)
+    t = tsub.add_parser(
+        "update", help="re-measure and rewrite ceilings and floors by the committed rules (tighten-only)"
+    )
+    t.add_argument("--allow-loosen", action="store_true", help="also write bars that get looser (each is printed)")
+    t.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
+    t.set_defaults(func=cmd_thresholds_update)
+
+    s = sub.add_parser("agreement", help="annotator agreement on the question set; writes eval/results/agreement.json")
+    s.add_argument("--no-write", action="store_true", help="print only")
+    s.set_defaults(func=cmd_agreement)
 
     s = sub.add_parser("eval", help="retrieval recall@k / MRR per mode; writes eval/results/retrieval.json")
     s.add_argument("--questions", help="evaluate this question file instead (not written to results)")

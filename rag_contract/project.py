@@ -37,6 +37,10 @@ class Paths:
         return self.root / "eval" / "thresholds.yaml"
 
     @property
+    def annotations(self) -> Path:
+        return self.root / "eval" / "annotations.yaml"
+
+    @property
     def prices(self) -> Path:
         return self.root / "eval" / "prices.yaml"
 

@@ -431,7 +431,8 @@ def project_in(tmp_path: Path, project, daily_cap_usd: float):
 
 def test_live_drafter_for_prices_the_whole_run_before_any_call(fake_openai, client, tmp_path, project, committed_index):
     here = project_in(tmp_path, project, daily_cap_usd=0.01)
-    with pytest.raises(SpendRefused, match=r"record-drafts \(60 questions, gpt-4.1-mini\)"):
+    n = len(project.questions.questions)
+    with pytest.raises(SpendRefused, match=rf"record-drafts \({n} questions, gpt-4.1-mini\)"):
         live_drafter_for(here, committed_index, client, FakeClock())
     assert fake_openai.requests == []
     assert not (tmp_path / LEDGER_NAME).exists()

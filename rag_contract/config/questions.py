@@ -5,7 +5,9 @@ raises ``QuestionsError`` naming the question and the rule. Rules: ids unique; a
 question lists at least one expected section, every one of which exists in the parsed
 corpus; its ``evidence`` literal (if given) occurs in one of its expected sections
 (whitespace-collapsed); a refusal (``answerable: false``) carries ``expected_state`` of
-``partial`` or ``unsupported`` and a ``why``, and no expected sections.
+``partial`` or ``unsupported`` and a ``why``, and no expected sections; ``style`` (if given) is
+``engineer`` or ``plain``, ``type`` one of ``SECTION_TYPES``, ``rfc`` an RFC of the corpus; no two
+questions are near-duplicates (content-word Jaccard at or above ``NEAR_DUPLICATE_JACCARD``).
 ``fingerprint`` covers ids and question text only: it is what the committed question
 vectors depend on, and it stays outside the index version.
 """
@@ -21,6 +23,53 @@ from pathlib import Path
 from rag_contract.config.yamlfile import read_yaml
 
 REFUSAL_STATES = ("partial", "unsupported")
+STYLES = ("engineer", "plain")
+SECTION_TYPES = ("definition", "requirement", "algorithm", "abnf", "example", "security")
+# Two questions whose content words overlap this much ask the same thing in other words. The
+# committed set's closest pair is far below it (see tests/test_config_loaders.py), so the bar
+# refuses a re-worded copy without refusing two questions about one section.
+NEAR_DUPLICATE_JACCARD = 0.6
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "is",
+        "it",
+        "be",
+        "do",
+        "does",
+        "i",
+        "my",
+        "our",
+        "we",
+        "what",
+        "which",
+        "how",
+        "if",
+        "can",
+        "should",
+        "with",
+        "as",
+        "at",
+        "by",
+        "from",
+        "that",
+        "this",
+        "are",
+        "when",
+        "not",
+        "there",
+        "any",
+    ]
+)
 
 
 class QuestionsError(ValueError):
@@ -36,6 +85,15 @@ class Question:
     answerable: bool = True
     expected_state: str | None = None
     why: str | None = None
+    style: str | None = None  # engineer | plain
+    type: str | None = None  # what kind of section text answers it
+    rfc: str | None = None  # the RFC a refusal is closest to (answerable: from its expected sections)
+
+    @property
+    def rfcs(self) -> tuple[str, ...]:
+        """The RFCs this question is about: those of its expected sections, else its ``rfc``."""
+        found = tuple(dict.fromkeys(s.split("#", 1)[0] for s in self.expected))
+        return found or ((self.rfc,) if self.rfc else ())
 
 
 @dataclass(frozen=True)
@@ -65,11 +123,28 @@ def question_fingerprint(questions: Iterable[Question]) -> str:
     return h.hexdigest()[:16]
 
 
-_KEYS = {"id", "question", "expected", "evidence", "answerable", "expected_state", "why"}
+_KEYS = {"id", "question", "expected", "evidence", "answerable", "expected_state", "why", "style", "type", "rfc"}
 
 
 def _collapse(text: str) -> str:
     return re.sub(r"\s+", " ", text)
+
+
+def content_words(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[a-z0-9]+", text.lower())) - _STOPWORDS
+
+
+def similarity(a: str, b: str) -> float:
+    """Jaccard overlap of the two questions' content words."""
+    x, y = content_words(a), content_words(b)
+    return len(x & y) / len(x | y) if x | y else 1.0
+
+
+def _choice(item: dict, key: str, allowed: tuple[str, ...] | set[str], where: str) -> str | None:
+    value = item.get(key)
+    if value is not None and value not in allowed:
+        raise QuestionsError(f"{where}: {key} {value!r} is not one of {sorted(allowed)}")
+    return value
 
 
 def parse_questions(
@@ -82,6 +157,7 @@ def parse_questions(
         raise QuestionsError(f"{source}: must be a mapping with a 'questions' list")
     seen: set[str] = set()
     out: list[Question] = []
+    rfcs = {sid.split("#", 1)[0] for sid in section_ids}
     for i, item in enumerate(raw["questions"]):
         where = f"{source}: questions[{i}]"
         if not isinstance(item, dict):
@@ -133,17 +209,26 @@ def parse_questions(
                 raise QuestionsError(f"{where}: a refusal has no expected sections")
             if not isinstance(item.get("why"), str) or not item["why"].strip():
                 raise QuestionsError(f"{where}: a refusal needs 'why'")
-        out.append(
-            Question(
-                id=qid,
-                question=text.strip(),
-                expected=tuple(expected),
-                evidence=evidence,
-                answerable=answerable,
-                expected_state=state,
-                why=item.get("why"),
-            )
+        question = Question(
+            id=qid,
+            question=text.strip(),
+            expected=tuple(expected),
+            evidence=evidence,
+            answerable=answerable,
+            expected_state=state,
+            why=item.get("why"),
+            style=_choice(item, "style", STYLES, where),
+            type=_choice(item, "type", SECTION_TYPES, where),
+            rfc=_choice(item, "rfc", rfcs, where),
         )
+        for other in out:
+            score = similarity(other.question, question.question)
+            if score >= NEAR_DUPLICATE_JACCARD:
+                raise QuestionsError(
+                    f"{where}: a near-duplicate of {other.id} (content-word overlap {score:.2f} >= "
+                    f"{NEAR_DUPLICATE_JACCARD}); reword it or drop one"
+                )
+        out.append(question)
     return QuestionSet(tuple(out))
 
 

@@ -9,15 +9,14 @@ The parameters come from committed configuration (``eval/thresholds.yaml``, ``in
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from rag_contract.corpus.sources import Section, unwrap_hyphens
 
 
 class ChunkingError(ValueError):
     pass
-
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from rag_contract.config.yamlfile import read_yaml
 
-
 MANIFEST = "manifest.yaml"
 
 
@@ -126,9 +125,7 @@ def verify_files(corpus_dir: Path, entries: tuple[ManifestEntry, ...]) -> dict[s
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         if digest != e.sha256:
-            raise CorpusError(
-                f"{e.file}: sha256 mismatch: manifest has {e.sha256}, file has {digest}"
-            )
+            raise CorpusError(f"{e.file}: sha256 mismatch: manifest has {e.sha256}, file has {digest}")
         if len(data) != e.bytes:
             raise CorpusError(f"{e.file}: length mismatch: manifest has {e.bytes}, file has {len(data)}")
         blobs[e.file] = data
@@ -212,7 +209,7 @@ def _section_id(rfc: str, m: re.Match) -> str:
 def toc_ids(rfc: str, text: str) -> list[str]:
     """Section ids listed in the RFC's own table of contents (the parser's test oracle)."""
     lines = strip_furniture(text)
-    start = next(i for i, l in enumerate(lines) if l.strip() == "Table of Contents")
+    start = next(i for i, ln in enumerate(lines) if ln.strip() == "Table of Contents")
     ids = []
     for line in lines[start + 1 :]:
         if line and not line[0].isspace():
@@ -225,7 +222,7 @@ def toc_ids(rfc: str, text: str) -> list[str]:
 
 def parse_sections(rfc: str, text: str) -> list[Section]:
     lines = strip_furniture(text)
-    toc = next(i for i, l in enumerate(lines) if l.strip() == "Table of Contents")
+    toc = next(i for i, ln in enumerate(lines) if ln.strip() == "Table of Contents")
     body_start = next(i for i in range(toc + 1, len(lines)) if lines[i] and not lines[i][0].isspace())
     sections: list[Section] = []
     current: tuple[str, str] | None = None
@@ -253,9 +250,9 @@ def parse_sections(rfc: str, text: str) -> list[Section]:
 
 def _dedent(body: str) -> str:
     lines = body.split("\n")
-    indents = [len(l) - len(l.lstrip(" ")) for l in lines if l.strip()]
+    indents = [len(ln) - len(ln.lstrip(" ")) for ln in lines if ln.strip()]
     cut = min(indents) if indents else 0
-    return "\n".join(l[cut:] if l.strip() else "" for l in lines)
+    return "\n".join(ln[cut:] if ln.strip() else "" for ln in lines)
 
 
 def inventory(corpus: Corpus) -> dict:

@@ -10,8 +10,8 @@ broken index never replaces a good one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from rag_contract.index.store import Index, IndexLoadError, load_index
 
@@ -46,7 +46,7 @@ class Registry:
         return index
 
     @classmethod
-    def at_startup(cls, directory: Path, load: Callable[[Path], Index] = load_index) -> "Registry":
+    def at_startup(cls, directory: Path, load: Callable[[Path], Index] = load_index) -> Registry:
         """A missing or unloadable index does not kill the process; /health says why."""
         try:
             return cls(load(directory))

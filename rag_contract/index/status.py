@@ -12,17 +12,17 @@ changed (keyed on size and mtime), which is what lets ``/health`` call it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from rag_contract.config.questions import QuestionsError, load_questions
+from rag_contract.config.thresholds import ThresholdsError, load_thresholds
 from rag_contract.corpus.chunking import ChunkParams
 from rag_contract.corpus.sources import CorpusError, load_corpus
 from rag_contract.embedders import make_embedder
 from rag_contract.index.store import IndexInputs, IndexLoadError, chunking_identity, read_meta
 from rag_contract.project import Paths
-from rag_contract.config.questions import QuestionsError, load_questions
-from rag_contract.config.thresholds import ThresholdsError, load_thresholds
 
 
 @dataclass(frozen=True)

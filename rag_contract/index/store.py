@@ -14,23 +14,23 @@ Contract:
 
 from __future__ import annotations
 
-import io
-
 import hashlib
+import io
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from rag_contract.answering.grounding import PassageTerms, passage_terms
+from rag_contract.config.questions import Question, question_fingerprint
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
 from rag_contract.corpus.sources import Corpus, Section
 from rag_contract.embedders.base import Embedder
-from rag_contract.answering.grounding import PassageTerms, passage_terms
+from rag_contract.project import Project
 from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Lexical
-from rag_contract.config.questions import Question, question_fingerprint
 
 FORMAT = 1
 FILES = ("sections.jsonl", "chunks.jsonl", "vectors.npy", "questions.json", "question_vectors.npy")
@@ -48,9 +48,7 @@ class IndexInputs:
 
     @property
     def version(self) -> str:
-        h = hashlib.sha256(
-            f"{self.corpus_fingerprint}\n{self.embedder_identity}\n{self.chunking}".encode()
-        )
+        h = hashlib.sha256(f"{self.corpus_fingerprint}\n{self.embedder_identity}\n{self.chunking}".encode())
         return h.hexdigest()[:12]
 
 
@@ -63,7 +61,7 @@ def embed_text(chunk: Chunk, sections: Mapping[str, Section]) -> str:
     return f"{sections[chunk.section_id].title}: {chunk.text}"
 
 
-def rebuild_texts(project: Any) -> list[str]:
+def rebuild_texts(project: Project) -> list[str]:
     """Every text a full rebuild embeds, in build order: chunk texts, then questions."""
     sections = {s.id: s for s in project.corpus.sections}
     chunks = chunk_sections(project.corpus.sections, project.chunk_params)
@@ -114,7 +112,7 @@ def assemble(
         vectors=_readonly(vectors),
         lexical=Lexical([c.text for c in chunks]),
         question_fingerprint=qfingerprint,
-        question_vectors=MappingProxyType({q: _readonly(v) for q, v in zip(qtexts, qvectors)}),
+        question_vectors=MappingProxyType({q: _readonly(v) for q, v in zip(qtexts, qvectors, strict=True)}),
         passages=MappingProxyType({s.id: passage_terms(s.id, s.text, s.title) for s in sections}),
     )
 
@@ -184,7 +182,9 @@ def save_index(index: Index, directory: Path) -> None:
             for s in index.sections.values()
         ).encode("utf-8"),
         "chunks.jsonl": "".join(
-            json.dumps({"id": c.id, "section_id": c.section_id, "ordinal": c.ordinal, "text": c.text}, ensure_ascii=False)
+            json.dumps(
+                {"id": c.id, "section_id": c.section_id, "ordinal": c.ordinal, "text": c.text}, ensure_ascii=False
+            )
             + "\n"
             for c in index.chunks
         ).encode("utf-8"),
@@ -252,14 +252,18 @@ def load_index(directory: Path) -> Index:
         raw = path.read_bytes()
         want = meta["files"].get(name)
         if _sha256(raw) != want:
-            raise IndexLoadError(f"{name}: sha256 {_sha256(raw)[:16]}... does not match meta.json ({str(want)[:16]}...)")
+            raise IndexLoadError(
+                f"{name}: sha256 {_sha256(raw)[:16]}... does not match meta.json ({str(want)[:16]}...)"
+            )
         data[name] = raw
     inputs = IndexInputs(meta["corpus_fingerprint"], meta["embedder_identity"], meta["chunking"])
     if inputs.version != meta["version"]:
-        raise IndexLoadError(f"meta.json: version {meta['version']} is not the address of its inputs ({inputs.version})")
+        raise IndexLoadError(
+            f"meta.json: version {meta['version']} is not the address of its inputs ({inputs.version})"
+        )
     try:
-        sections = [Section(**json.loads(l)) for l in data["sections.jsonl"].decode().splitlines()]
-        chunks = [Chunk(**json.loads(l)) for l in data["chunks.jsonl"].decode().splitlines()]
+        sections = [Section(**json.loads(ln)) for ln in data["sections.jsonl"].decode().splitlines()]
+        chunks = [Chunk(**json.loads(ln)) for ln in data["chunks.jsonl"].decode().splitlines()]
         q = json.loads(data["questions.json"])
         vectors = _load_npy(data["vectors.npy"], "vectors.npy")
         qvectors = _load_npy(data["question_vectors.npy"], "question_vectors.npy")

@@ -196,17 +196,17 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
 
     rows = []
     for q in questions:
+        # Every row names what was expected, whatever became of the answer.
+        base = {"id": q.id, "answerable": q.answerable} | ({} if q.answerable else {"expected_state": q.expected_state})
         try:
             a = service.answer(q.question, q.id)
         except DraftError as exc:  # e.g. a question added without recording its draft
-            rows.append({"id": q.id, "answerable": q.answerable, "state": "missing_draft", "detail": str(exc)})
+            rows.append(base | {"state": "missing_draft", "detail": str(exc)})
             continue
         if isinstance(a, Abandoned):
-            rows.append({"id": q.id, "answerable": q.answerable, "state": "abandoned", "detail": a.detail})
+            rows.append(base | {"state": "abandoned", "detail": a.detail})
             continue
-        row = {
-            "id": q.id,
-            "answerable": q.answerable,
+        row = base | {
             "state": a.state.value,
             "claims": len(a.kept) + len(a.withdrawn),
             "kept": len(a.kept),
@@ -214,8 +214,6 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
         }
         if q.answerable:
             row["cites_expected"] = any(v.claim.section_id in q.expected for v in a.kept)
-        else:
-            row["expected_state"] = q.expected_state
         rows.append(row)
     ans = [r for r in rows if r["answerable"]]
     ref = [r for r in rows if not r["answerable"]]

@@ -1,0 +1,136 @@
+"""The question set's own rules: tags, near-duplicates, stratification, and the double annotation."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from rag_contract.config.questions import NEAR_DUPLICATE_JACCARD, QuestionsError, parse_questions, similarity
+from rag_contract.quality.agreement import (
+    AnnotationsError,
+    agreement_report,
+    cohen_kappa,
+    load_annotations,
+)
+
+SECTIONS = {"rfc9110#9.2.2": "PUT, DELETE, and safe request methods are idempotent.", "rfc6265#5.3": "x"}
+
+
+def parse(*items: dict):
+    return parse_questions({"questions": list(items)}, set(SECTIONS), SECTIONS.__getitem__)
+
+
+def q(qid: str, text: str, **kw) -> dict:
+    return {"id": qid, "question": text, "expected": ["rfc9110#9.2.2"], **kw}
+
+
+def test_style_type_and_rfc_are_checked_against_their_choices():
+    qs = parse(q("a", "Which methods are idempotent?", style="plain", type="definition"))
+    assert qs.questions[0].style == "plain" and qs.questions[0].rfcs == ("rfc9110",)
+    with pytest.raises(QuestionsError, match=r"a: style 'casual' is not one of \['engineer', 'plain'\]"):
+        parse(q("a", "Which methods are idempotent?", style="casual"))
+    with pytest.raises(QuestionsError, match="a: type 'trivia'"):
+        parse(q("a", "Which methods are idempotent?", type="trivia"))
+    with pytest.raises(QuestionsError, match="u: rfc 'rfc7540'"):
+        parse({"id": "u", "question": "HTTP/2?", "answerable": False, "expected_state": "unsupported", "why": "w",
+               "rfc": "rfc7540"})  # fmt: skip
+
+
+def test_a_reworded_copy_is_refused_naming_both_questions():
+    original = "Which request methods can a client automatically resend after a dropped connection?"
+    copy = "Which request methods may a client automatically resend after the connection dropped?"
+    assert similarity(original, copy) >= NEAR_DUPLICATE_JACCARD
+    with pytest.raises(QuestionsError, match=r"b: a near-duplicate of a \(content-word overlap"):
+        parse(q("a", original), q("b", copy))
+
+
+def test_two_questions_about_one_section_are_not_duplicates():
+    parse(q("a", "Which request methods can a client resend after a dropped connection?"),
+          q("b", "Is PUT idempotent, so that a retry after a timeout cannot apply the update twice?"))  # fmt: skip
+
+
+def test_the_committed_set_sits_well_below_the_near_duplicate_bar(project):
+    texts = [x.question for x in project.questions.questions]
+    closest = max(similarity(a, b) for a, b in combinations(texts, 2))
+    assert closest < NEAR_DUPLICATE_JACCARD / 2, closest
+
+
+def test_the_committed_set_is_large_stratified_and_mostly_engineer_phrased(project):
+    qs = project.questions
+    assert len(qs.answerable) >= 160 and len(qs.refusals) >= 40
+    per_rfc = Counter(x.rfcs[0] for x in qs.answerable)
+    assert min(per_rfc.values()) >= 12 and len(per_rfc) == 6, per_rfc
+    styles = Counter(x.style for x in qs.questions)
+    assert styles["engineer"] >= 0.75 * len(qs.questions), styles
+    states = Counter(x.expected_state for x in qs.refusals)
+    assert states["partial"] >= 10 and states["unsupported"] >= 10, states
+    assert all(x.rfc for x in qs.refusals)
+
+
+def test_cohen_kappa_against_hand_computed_values():
+    assert cohen_kappa(["a", "b", "a", "b"], ["a", "b", "a", "b"]) == 1.0
+    # observed 0.5, chance 0.5: no agreement beyond chance
+    assert cohen_kappa(["a", "a", "b", "b"], ["a", "b", "a", "b"]) == 0.0
+    # 20 items: observed 0.7; chance 0.5*0.6 + 0.5*0.4 = 0.5 -> kappa 0.4
+    a = ["x"] * 10 + ["y"] * 10
+    b = ["x"] * 8 + ["y"] * 2 + ["x"] * 4 + ["y"] * 6
+    assert cohen_kappa(a, b) == pytest.approx(0.4)
+
+
+def _annotations(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "annotations.yaml"
+    path.write_text("questions:\n" + body)
+    return path
+
+
+def test_a_disagreement_without_a_resolution_is_refused(tmp_path):
+    path = _annotations(tmp_path, """\
+  - id: q1
+    writer: {label: answerable, expected: [rfc9110#9.2.2]}
+    A: {label: answerable, expected: [rfc9110#9.2.2]}
+    B: {label: partial}
+    resolved: {label: answerable, expected: [rfc9110#9.2.2]}
+""")  # fmt: skip
+    with pytest.raises(AnnotationsError, match="q1: the annotations differ, so the record needs a 'resolution'"):
+        load_annotations(path)
+
+
+def test_expected_sections_go_only_with_answerable(tmp_path):
+    path = _annotations(tmp_path, """\
+  - id: q1
+    writer: {label: partial, expected: [rfc9110#9.2.2]}
+    A: {label: partial}
+    B: {label: partial}
+    resolved: {label: partial}
+""")  # fmt: skip
+    with pytest.raises(AnnotationsError, match=r"q1.writer: expected sections go with the label answerable"):
+        load_annotations(path)
+
+
+def test_the_resolution_must_match_the_question_set(tmp_path):
+    qs = parse(q("q1", "Which methods are idempotent?"))
+    path = _annotations(tmp_path, """\
+  - id: q1
+    writer: {label: answerable, expected: [rfc6265#5.3]}
+    A: {label: answerable, expected: [rfc6265#5.3]}
+    B: {label: answerable, expected: [rfc6265#5.3]}
+    resolved: {label: answerable, expected: [rfc6265#5.3]}
+""")  # fmt: skip
+    with pytest.raises(AnnotationsError, match=r"q1 is resolved as answerable \['rfc6265#5.3'\], but the question set"):
+        agreement_report(load_annotations(path), qs)
+
+
+def test_every_added_question_is_annotated_twice_and_the_report_is_current(project):
+    records = load_annotations(project.paths.annotations)
+    ids = {r.id for r in records}
+    added = {x.id for x in project.questions.questions if x.id not in ids}
+    # the 60 questions of the first set predate double annotation; every later one has it
+    assert len(added) == 60 and len(records) == len(project.questions.questions) - 60
+    report = agreement_report(records, project.questions)
+    committed = json.loads(project.paths.result("agreement.json").read_text())
+    assert committed == report, "run `rag-contract agreement` and commit eval/results/agreement.json"
+    assert report["pairs"]["A-B"]["kappa"] >= 0.6
