@@ -285,7 +285,7 @@ class WebState:
     listing: Listing
     templates: jinja2.Environment
     css: str
-    warmup: Callable[[], None] | None
+    warmup: Callable[[], object] | None
 
 
 def _web(request: Request) -> WebState:
@@ -432,7 +432,7 @@ def create_app(
     status: Callable[[], Mapping[str, Any]],
     clock: Callable[[], float],
     rate_store: BucketStore,
-    warmup: Callable[[], None] | None = None,
+    warmup: Callable[[], object] | None = None,
 ) -> Starlette:
     """The served contract over explicit dependencies.
 
@@ -441,7 +441,8 @@ def create_app(
     (extractive drafter, local embedder). ``status``: the on-disk index status as a dict
     (``IndexStatus.as_dict``), called by /health, so it must be cheap (``StatusCache``).
     ``clock`` and ``rate_store`` drive the rate limiter with the allowance in
-    ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup.
+    ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup (what it
+    returns is unused).
     """
     rl = thresholds.rate_limit
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)

@@ -175,6 +175,7 @@ class RedisStore:
         loop = asyncio.get_running_loop()
         script = self._async.get(loop)
         if script is None:
+            assert self._url is not None, "take_async needs a store made with a url (see awaitable)"
             client = redis.asyncio.Redis.from_url(
                 self._url,
                 socket_timeout=self._timeout_s,
