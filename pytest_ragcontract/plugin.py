@@ -18,7 +18,7 @@ import pytest
 
 from rag_contract.quality.gate import GateContext, checks, plain_measure, run_check
 
-_CTX_KEY = pytest.StashKey[object]()
+_CTX_KEY = pytest.StashKey[GateContext]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,7 +60,8 @@ class GateFile(pytest.File):
                 Path(config.rootpath),
                 thresholds_path=_option(config, "thresholds"),
                 questions_path=_option(config, "questions"),
-                measure=None,  # set per item: the latency check measures with pytest-benchmark
+                # set per item: the latency check measures with pytest-benchmark
+                measure=None,  # type: ignore[arg-type]
             )
         except Exception as exc:  # a project that does not load is one red item, named
             yield GateLoadItem.from_parent(self, name="load", error=f"{type(exc).__name__}: {exc}")

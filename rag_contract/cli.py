@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from rag_contract.answering.drafting import DraftError, ExtractiveDrafter, FixtureDrafter
 from rag_contract.answering.free_text import AskRejected, validate_question
-from rag_contract.answering.live_drafter import live_drafter_for
+from rag_contract.answering.live_drafter import LiveDrafter, live_drafter_for
 from rag_contract.answering.service import Abandoned
 from rag_contract.config.questions import QuestionsError
 from rag_contract.config.thresholds import ThresholdsError
@@ -132,14 +132,16 @@ def cmd_agreement(args) -> int:
 def _services(project, index=None):
     """(fixture service, extractive service for free text) over one registry, as served."""
 
-    registry = Registry(index or load_index(project.paths.index))
-    embedder = make_embedder(registry.acquire().embedder_name)
+    index = index or load_index(project.paths.index)
+    registry = Registry(index)
+    embedder = make_embedder(index.embedder_name)
     embedder.embed(["warm-up"])  # load the model now, not inside a request's deadline
     return build_services(
         registry,
         project.thresholds,
-        fixture_drafter=FixtureDrafter(project.paths.drafts),
-        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),
+        # Drafter.name is settable in the protocol, read-only in the drafters (answering.drafting)
+        fixture_drafter=FixtureDrafter(project.paths.drafts),  # type: ignore[arg-type]
+        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),  # type: ignore[arg-type]
         embedder=embedder,
         clock=time.perf_counter,
     )
@@ -251,12 +253,14 @@ def cmd_record_drafts(args) -> int:
     project = _project(args)
     index = load_index(project.paths.index)
     d = project.thresholds.drafting
+    drafter: ExtractiveDrafter | LiveDrafter
     if args.drafter == "extractive":
         drafter = ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
     else:
         drafter = live_drafter_for(project, index)  # asks the spend ledger before every call
     date = args.date or datetime.date.today().isoformat()
-    drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date)
+    # Drafter.name is settable in the protocol, read-only in the drafters (answering.drafting)
+    drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date)  # type: ignore[arg-type]
     out = Path(args.out) if args.out else project.paths.drafts
     paths = write_drafts(drafts, out)
     print(f"{len(paths)} drafts by {drafter.name} over index {index.version} -> {out}")

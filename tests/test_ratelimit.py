@@ -352,7 +352,7 @@ def test_store_unavailable_is_503_with_retry_after_and_logged(caplog):
     calls = Counter()
     allowance = Allowance(per_minute=60, burst=5, trusted_proxy_hops=0)
     client = TestClient(tiny_app(UnavailableStore(), allowance, FakeClock(), calls))
-    with caplog.at_level(logging.ERROR, logger="rag_contract.web.ratelimit"):
+    with caplog.at_level(logging.ERROR, logger="rag_contract.web.ratelimit.middleware"):
         for path in ("/answer", "/health"):
             response = client.get(path)
             assert response.status_code == 503
@@ -360,7 +360,7 @@ def test_store_unavailable_is_503_with_retry_after_and_logged(caplog):
             assert response.json()["error"] == "rate_limit_unavailable"
             assert "x-index-version" not in response.headers
     assert calls == Counter()
-    records = [r for r in caplog.records if r.name == "rag_contract.web.ratelimit"]
+    records = [r for r in caplog.records if r.name == "rag_contract.web.ratelimit.middleware"]
     assert len(records) == 2 and all(r.levelno == logging.ERROR for r in records)
     assert "ConnectionError" in records[0].getMessage()
 
@@ -582,6 +582,9 @@ def test_importing_the_module_loads_no_http_client():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
     assert "rag_contract.web.ratelimit" in loaded
+    # the package loads every part of the limiter, the probe included: all of it is checked here
+    parts = ("bucket", "identity", "stores", "middleware", "probe")
+    assert {f"rag_contract.web.ratelimit.{part}" for part in parts} <= loaded
     forbidden = {
         name
         for name in loaded

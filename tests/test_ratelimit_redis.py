@@ -145,13 +145,13 @@ def test_unreachable_redis_raises_store_unavailable_and_the_middleware_answers_5
 
     calls = Counter()
     http = TestClient(app_with(store, allowance, lambda: FROZEN, calls))
-    with caplog.at_level(logging.ERROR, logger="rag_contract.web.ratelimit"):
+    with caplog.at_level(logging.ERROR, logger="rag_contract.web.ratelimit.middleware"):
         response = http.get("/answer")
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"
     assert response.json()["error"] == "rate_limit_unavailable"
     assert calls["answer"] == 0
-    assert any(r.name == "rag_contract.web.ratelimit" and r.levelno == logging.ERROR for r in caplog.records)
+    assert any(r.name == "rag_contract.web.ratelimit.middleware" and r.levelno == logging.ERROR for r in caplog.records)
 
 
 # Same-instant bursts, fractional and irrational-ish gaps, long idles, a clock that jumps back,

@@ -20,6 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rag_contract.config.yamlfile import read_yaml
 
@@ -257,7 +258,7 @@ def _dedent(body: str) -> str:
 
 def inventory(corpus: Corpus) -> dict:
     """Per RFC: sections, sections with prose of their own, words (``rag-contract sections``)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for e in corpus.entries:
         secs = [s for s in corpus.sections if s.rfc == e.rfc]
         rows.append(

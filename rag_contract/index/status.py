@@ -108,7 +108,7 @@ class StatusCache:
             self._paths.questions,
             self._paths.thresholds,
         ]
-        out = []
+        out: list[tuple[str, int | None, int | None]] = []
         for f in files:
             try:
                 st = os.stat(f)

@@ -31,7 +31,8 @@ def curve(project, index: Index) -> dict:
     base = ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
 
     def make(t: float) -> Service:
-        return Service(registry, project.thresholds, replace(base, min_confidence=t))
+        # Drafter.name is settable in the protocol, read-only in the drafters (answering.drafting)
+        return Service(registry, project.thresholds, replace(base, min_confidence=t))  # type: ignore[arg-type]
 
     rows = abstention_curve(make, project.questions.questions, STEPS)
     return {

@@ -37,6 +37,7 @@ from typing import Any
 from rag_contract.answering.drafting import FixtureDrafter
 from rag_contract.answering.live_drafter import rerecord_prompts
 from rag_contract.answering.service import Service, committed_vector, offered
+from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import FLOOR_KEYS
 from rag_contract.embedders import make_embedder
 from rag_contract.index.registry import Registry
@@ -134,7 +135,8 @@ class GateContext:
         return Service(
             Registry(self.index),
             self.thresholds,
-            FixtureDrafter(self.project.paths.drafts),
+            # Drafter.name is settable in the protocol, read-only in the drafters (answering.drafting)
+            FixtureDrafter(self.project.paths.drafts),  # type: ignore[arg-type]
             query_vector=committed_vector(make_embedder(self.index.embedder_name)),
         )
 
@@ -208,10 +210,18 @@ def _floor(metric: str) -> Callable[[GateContext], Outcome]:
     return run
 
 
+def _question(ctx: GateContext, qid: str) -> Question:
+    """Question ``qid`` of the set the checks were made from (every qid a check names is one)."""
+    q = ctx.project.questions.get(qid)
+    if q is None:
+        raise KeyError(f"no question {qid!r} in the question set")
+    return q
+
+
 def _ceiling(qid: str) -> Callable[[GateContext], Outcome]:
     def run(ctx: GateContext) -> Outcome:
         ceiling = ctx.thresholds.retrieval.ceilings.get(qid)
-        q = ctx.project.questions.get(qid)
+        q = _question(ctx, qid)
         res = ctx.retrieval.serving.result(qid)
         figures = {"rank": res.rank if res.rank is not None else "miss", "ceiling": ceiling if ceiling else "none"}
         if ceiling is None:
@@ -313,7 +323,8 @@ def _json_diff(a: Any, b: Any, path: str = "") -> list[str]:
 
 
 # How much of an answer a state gives, for a question the corpus cannot answer.
-ANSWERED = {"no_context": 0, "abandoned": 0, "unsupported": 0, "partial": 1, "grounded": 2}
+# Looked up with Question.expected_state (typed optional; parse_questions sets it on every refusal).
+ANSWERED: dict[str | None, int] = {"no_context": 0, "abandoned": 0, "unsupported": 0, "partial": 1, "grounded": 2}
 
 
 def _refusal(qid: str) -> Callable[[GateContext], Outcome]:
@@ -327,7 +338,7 @@ def _refusal(qid: str) -> Callable[[GateContext], Outcome]:
     """
 
     def run(ctx: GateContext) -> Outcome:
-        q = ctx.project.questions.get(qid)
+        q = _question(ctx, qid)
         row = ctx.answer_row(qid)
         state = row["state"]
         figures = {"state": state, "expected_state": q.expected_state}
@@ -397,7 +408,7 @@ def slowest_question(ctx: GateContext) -> str:
 
 def _latency(ctx: GateContext) -> Outcome:
     qid = slowest_question(ctx)
-    q = ctx.project.questions.get(qid)
+    q = _question(ctx, qid)
     svc = ctx.fixture_service
     median_ms = ctx.measure(lambda: svc.answer(q.question, q.id)) * 1000.0
     bar = ctx.thresholds.budget.max_request_ms

@@ -27,13 +27,16 @@ the first middleware (inside only Starlette's error guard), so a 429 or a
 limiter-unavailable 503 never runs a handler and never carries the header.
 
 Handlers translate: the state, status and version come from the core objects; the few
-rules here (health status, page status, content negotiation) are plain functions.
+rules here (health status, page status, what /section answers, content negotiation) are
+plain functions. The handlers are module-level endpoints that read their dependencies from
+``request.app.state.web`` (a ``WebState``), which ``create_app`` sets once.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+import functools
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,9 +54,10 @@ from starlette.routing import Route
 from rag_contract.answering.drafting import DraftError
 from rag_contract.answering.free_text import AskRejected, read_question
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
-from rag_contract.config.questions import QuestionSet
+from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.index.registry import Registry
+from rag_contract.index.store import Index
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -174,6 +178,43 @@ def index_page_status(outcomes: Sequence[Outcome]) -> int:
     return 200
 
 
+@dataclass(frozen=True)
+class SectionReply:
+    """What ``/section`` answers for one section id, before content negotiation."""
+
+    http_status: int
+    body: Mapping[str, Any]
+    index_version: str | None = None
+
+
+def section_reply(index: Index | None, load_error: str | None, section_id: str) -> SectionReply:
+    """503 without an index (no_context), 404 for an id the index lacks, else the section
+    with the version of ``index``, the one index this request acquired."""
+    if index is None:
+        return SectionReply(503, {"error": "no_context", "detail": load_error or "no index is installed"})
+    section = index.sections.get(section_id)
+    if section is None:
+        return SectionReply(404, _not_found("section", section_id))
+    body = {"section_id": section.id, "title": section.title, "text": section.text, "index_version": index.version}
+    return SectionReply(200, body, index.version)
+
+
+@dataclass(frozen=True)
+class ListingPage:
+    """The question list page: its status, one row per question, the index versions seen."""
+
+    http_status: int
+    rows: list[dict[str, Any]]
+    versions: list[str]
+
+
+def listing_page(rows: Sequence[tuple[Question, Outcome]]) -> ListingPage:
+    outcomes = [o for _, o in rows]
+    versions = sorted({o.index_version for o in outcomes if o.index_version})
+    shown = [{"id": q.id, "question": q.question, "answerable": q.answerable, "state": state_of(o)} for q, o in rows]
+    return ListingPage(index_page_status(outcomes), shown, versions)
+
+
 def section_href(section_id: str) -> str:
     """``rfc9110#9.2.1`` -> ``/section/rfc9110:9.2.1`` (``#`` would start a URL fragment)."""
     return "/section/" + quote(section_id.replace("#", ":", 1), safe=":.")
@@ -230,6 +271,157 @@ def _not_found(what: str, key: str) -> dict:
     return {"error": "not_found", "detail": f"no {what} {key!r}"}
 
 
+@dataclass(frozen=True)
+class WebState:
+    """What the endpoints read, set once by ``create_app`` as ``app.state.web``."""
+
+    registry: Registry
+    fixture_service: Service
+    ask_service: Service
+    questions: QuestionSet
+    by_id: Mapping[str, Question]
+    max_question_chars: int
+    status: Callable[[], Mapping[str, Any]]
+    listing: Listing
+    templates: jinja2.Environment
+    css: str
+    warmup: Callable[[], object] | None
+
+
+def _web(request: Request) -> WebState:
+    return request.app.state.web
+
+
+def _page(web: WebState, name: str, status_code: int, version: str | None = None, **context: Any) -> HTMLResponse:
+    headers = dict(_PAGE_HEADERS)
+    if version:
+        headers[VERSION_HEADER] = version
+    html = web.templates.get_template(name).render(**context)
+    return HTMLResponse(html, status_code=status_code, headers=headers)
+
+
+def _not_found_page(web: WebState, what: str, key: str) -> HTMLResponse:
+    return _page(web, "not_found.html", 404, what=what, key=key)
+
+
+def answer_all(service: Service, questions: QuestionSet) -> list[tuple[Question, Outcome]]:
+    """Every fixed question with its outcome, in question-set order (what ``Listing`` caches)."""
+    return [(q, run_answer(service, q.question, q.id)) for q in questions.questions]
+
+
+# --- endpoints: each reads app.state.web, asks the core, and translates the outcome ------
+
+
+async def get_health(request: Request) -> Response:
+    web = _web(request)
+    index = web.registry.acquire()
+    on_disk = await run_in_threadpool(web.status)
+    h = health(index.version if index else None, web.registry.load_error, on_disk)
+    return _json(h.body, h.http_status)
+
+
+async def get_questions(request: Request) -> Response:
+    web = _web(request)
+    rows = [{"id": q.id, "question": q.question, "answerable": q.answerable} for q in web.questions.questions]
+    return _json({"questions": rows}, 200)
+
+
+async def get_answer(request: Request) -> Response:
+    web = _web(request)
+    qid = request.path_params["qid"]
+    q = web.by_id.get(qid)
+    if q is None:
+        return _json(_not_found("question", qid), 404)
+    # A fixed question's answer is ~1 ms of GIL-bound work (committed vector, recorded
+    # draft): run inline. A thread hop buys no parallelism here, only a second queue
+    # whose waits would be billed to the request's deadline.
+    outcome = run_answer(web.fixture_service, q.question, q.id)
+    return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
+
+
+async def post_ask(request: Request) -> Response:
+    web = _web(request)
+    try:
+        question = read_question(await request.body(), web.max_question_chars)
+    except AskRejected as exc:
+        return _json(exc.as_dict(), exc.status)
+    outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
+    return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
+
+
+async def get_section(request: Request) -> Response:
+    web = _web(request)
+    as_json = prefers_json(request.headers.get("accept"))
+    section_id = section_id_from_ref(request.path_params["ref"])
+    # the only acquire of this request
+    reply = section_reply(web.registry.acquire(), web.registry.load_error, section_id)
+    if as_json:
+        return _json(reply.body, reply.http_status, reply.index_version)
+    if reply.http_status == 503:
+        return _page(web, "unavailable.html", 503, detail=reply.body["detail"])
+    if reply.http_status == 404:
+        return _not_found_page(web, "section", section_id)
+    return _page(web, "section.html", reply.http_status, reply.index_version, section=reply.body)
+
+
+async def get_index_page(request: Request) -> Response:
+    web = _web(request)
+    view = listing_page(await run_in_threadpool(web.listing.get))
+    return _page(web, "index.html", view.http_status, rows=view.rows, versions=view.versions)
+
+
+async def get_question_page(request: Request) -> Response:
+    web = _web(request)
+    qid = request.path_params["qid"]
+    q = web.by_id.get(qid)
+    if q is None:
+        return _not_found_page(web, "question", qid)
+    # A fixed question's answer is ~1 ms of GIL-bound work (committed vector, recorded
+    # draft): run inline. A thread hop buys no parallelism here, only a second queue
+    # whose waits would be billed to the request's deadline.
+    outcome = run_answer(web.fixture_service, q.question, q.id)
+    return _page(
+        web,
+        "question.html",
+        outcome.http_status,
+        outcome.index_version,
+        a=outcome.as_dict(),
+        state=state_of(outcome),
+        answerable=q.answerable,
+    )
+
+
+async def get_css(request: Request) -> Response:
+    return Response(_web(request).css, media_type="text/css", headers={"Cache-Control": "public, max-age=300"})
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    # Unknown paths and wrong methods: the same JSON error shape as the routes.
+    assert isinstance(exc, HTTPException)
+    error = "not_found" if exc.status_code == 404 else "http_error"
+    return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    warmup = app.state.web.warmup
+    if warmup is not None:
+        await run_in_threadpool(warmup)
+    yield
+
+
+ROUTES = (
+    Route("/health", get_health),
+    Route("/questions", get_questions),
+    Route("/answer/{qid}", get_answer),
+    Route("/ask", post_ask, methods=["POST"]),
+    Route("/section/{ref}", get_section),
+    Route("/", get_index_page),
+    Route("/q/{qid}", get_question_page),
+    Route("/static/site.css", get_css),
+)
+
+
 def create_app(
     *,
     registry: Registry,
@@ -240,7 +432,7 @@ def create_app(
     status: Callable[[], Mapping[str, Any]],
     clock: Callable[[], float],
     rate_store: BucketStore,
-    warmup: Callable[[], None] | None = None,
+    warmup: Callable[[], object] | None = None,
 ) -> Starlette:
     """The served contract over explicit dependencies.
 
@@ -249,129 +441,29 @@ def create_app(
     (extractive drafter, local embedder). ``status``: the on-disk index status as a dict
     (``IndexStatus.as_dict``), called by /health, so it must be cheap (``StatusCache``).
     ``clock`` and ``rate_store`` drive the rate limiter with the allowance in
-    ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup.
+    ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup (what it
+    returns is unused).
     """
-    env = _templates()
-    css = (TEMPLATES / "site.css").read_text(encoding="utf-8")
-    by_id = {q.id: q for q in questions.questions}
-    max_chars = thresholds.ask.max_question_chars
-
-    def page(name: str, status_code: int, version: str | None = None, **context: Any) -> HTMLResponse:
-        headers = dict(_PAGE_HEADERS)
-        if version:
-            headers[VERSION_HEADER] = version
-        html = env.get_template(name).render(**context)
-        return HTMLResponse(html, status_code=status_code, headers=headers)
-
-    def not_found_page(what: str, key: str) -> HTMLResponse:
-        return page("not_found.html", 404, what=what, key=key)
-
-    async def get_health(request: Request) -> Response:
-        index = registry.acquire()
-        on_disk = await run_in_threadpool(status)
-        h = health(index.version if index else None, registry.load_error, on_disk)
-        return _json(h.body, h.http_status)
-
-    async def get_questions(request: Request) -> Response:
-        rows = [{"id": q.id, "question": q.question, "answerable": q.answerable} for q in questions.questions]
-        return _json({"questions": rows}, 200)
-
-    async def get_answer(request: Request) -> Response:
-        qid = request.path_params["qid"]
-        q = by_id.get(qid)
-        if q is None:
-            return _json(_not_found("question", qid), 404)
-        # A fixed question's answer is ~1 ms of GIL-bound work (committed vector, recorded
-        # draft): run inline. A thread hop buys no parallelism here, only a second queue
-        # whose waits would be billed to the request's deadline.
-        outcome = run_answer(fixture_service, q.question, q.id)
-        return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
-
-    async def post_ask(request: Request) -> Response:
-        try:
-            question = read_question(await request.body(), max_chars)
-        except AskRejected as exc:
-            return _json(exc.as_dict(), exc.status)
-        outcome = await run_in_threadpool(run_answer, ask_service, question, None)
-        return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
-
-    async def get_section(request: Request) -> Response:
-        ref = request.path_params["ref"]
-        as_json = prefers_json(request.headers.get("accept"))
-        index = registry.acquire()  # the only acquire of this request
-        if index is None:
-            body = {"error": "no_context", "detail": registry.load_error or "no index is installed"}
-            return _json(body, 503) if as_json else page("unavailable.html", 503, detail=body["detail"])
-        section_id = section_id_from_ref(ref)
-        section = index.sections.get(section_id)
-        if section is None:
-            return _json(_not_found("section", section_id), 404) if as_json else not_found_page("section", section_id)
-        body = {"section_id": section.id, "title": section.title, "text": section.text, "index_version": index.version}
-        if as_json:
-            return _json(body, 200, index.version)
-        return page("section.html", 200, index.version, section=body)
-
-    listing = Listing(
-        registry, lambda: [(q, run_answer(fixture_service, q.question, q.id)) for q in questions.questions]
-    )
-
-    async def get_index_page(request: Request) -> Response:
-        rows = await run_in_threadpool(listing.get)
-        outcomes = [o for _, o in rows]
-        versions = sorted({o.index_version for o in outcomes if o.index_version})
-        shown = [
-            {"id": q.id, "question": q.question, "answerable": q.answerable, "state": state_of(o)} for q, o in rows
-        ]
-        return page("index.html", index_page_status(outcomes), rows=shown, versions=versions)
-
-    async def get_question_page(request: Request) -> Response:
-        qid = request.path_params["qid"]
-        q = by_id.get(qid)
-        if q is None:
-            return not_found_page("question", qid)
-        # A fixed question's answer is ~1 ms of GIL-bound work (committed vector, recorded
-        # draft): run inline. A thread hop buys no parallelism here, only a second queue
-        # whose waits would be billed to the request's deadline.
-        outcome = run_answer(fixture_service, q.question, q.id)
-        return page(
-            "question.html",
-            outcome.http_status,
-            outcome.index_version,
-            a=outcome.as_dict(),
-            state=state_of(outcome),
-            answerable=q.answerable,
-        )
-
-    async def get_css(request: Request) -> Response:
-        return Response(css, media_type="text/css", headers={"Cache-Control": "public, max-age=300"})
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        # Unknown paths and wrong methods: the same JSON error shape as the routes.
-        assert isinstance(exc, HTTPException)
-        error = "not_found" if exc.status_code == 404 else "http_error"
-        return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette):
-        if warmup is not None:
-            await run_in_threadpool(warmup)
-        yield
-
     rl = thresholds.rate_limit
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
-    return Starlette(
-        routes=[
-            Route("/health", get_health),
-            Route("/questions", get_questions),
-            Route("/answer/{qid}", get_answer),
-            Route("/ask", post_ask, methods=["POST"]),
-            Route("/section/{ref}", get_section),
-            Route("/", get_index_page),
-            Route("/q/{qid}", get_question_page),
-            Route("/static/site.css", get_css),
-        ],
+    app = Starlette(
+        routes=list(ROUTES),
         # First in the list = outermost of the user middleware: it decides before any handler.
         middleware=[Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock)],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+    app.state.web = WebState(
+        registry=registry,
+        fixture_service=fixture_service,
+        ask_service=ask_service,
+        questions=questions,
+        by_id={q.id: q for q in questions.questions},
+        max_question_chars=thresholds.ask.max_question_chars,
+        status=status,
+        listing=Listing(registry, functools.partial(answer_all, fixture_service, questions)),
+        templates=_templates(),
+        css=(TEMPLATES / "site.css").read_text(encoding="utf-8"),
+        warmup=warmup,
+    )
+    return app

@@ -38,6 +38,7 @@ from uvicorn.supervisors import Multiprocess
 from rag_contract.answering.drafting import Drafter, ExtractiveDrafter, FixtureDrafter
 from rag_contract.answering.service import QueryVector, Service, committed_vector
 from rag_contract.config.thresholds import Thresholds
+from rag_contract.embedders.base import Embedder
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import StatusCache
@@ -52,7 +53,7 @@ REDIS_ENV = "RAG_CONTRACT_WORKER_REDIS_URL"
 DEFAULT_PORT = 8000
 
 
-def embedded_vector(embedder: LocalEmbedder) -> QueryVector:
+def embedded_vector(embedder: Embedder) -> QueryVector:
     """Free text: the local embedder's vector (the index is not consulted for it)."""
 
     def query_vector(index: Index, text: str) -> np.ndarray:
@@ -75,7 +76,7 @@ def build_services(
     *,
     fixture_drafter: Drafter,
     ask_drafter: Drafter,
-    embedder: LocalEmbedder,
+    embedder: Embedder,
     clock: Callable[[], float],
 ) -> tuple[Service, Service]:
     """(fixed-question service, free-text service), both over ``registry``."""
@@ -99,8 +100,9 @@ def assemble(
     fixed, free = build_services(
         registry,
         project.thresholds,
-        fixture_drafter=FixtureDrafter(project.paths.drafts),
-        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),
+        # Drafter.name is settable in the protocol, read-only in the drafters (answering.drafting)
+        fixture_drafter=FixtureDrafter(project.paths.drafts),  # type: ignore[arg-type]
+        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),  # type: ignore[arg-type]
         embedder=embedder,
         clock=clock,
     )
