@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test gate bench bench-save bench-compare eval index-status load clean
+.PHONY: serve test lint gate bench bench-save bench-compare eval index-status load clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -16,8 +16,14 @@ $(STAMP): pyproject.toml requirements.lock
 serve: $(STAMP)
 	$(BIN)/rag-contract serve
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest
+
+# Lint, import order and types: part of the test command, so CI holds them.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 gate: $(STAMP)
 	$(BIN)/python -m pytest -m gate -v
