@@ -10,8 +10,15 @@ import pytest
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.store import load_index
 from rag_contract.project import load_project
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent
+# Fixtures that live with their machinery under tests/support, available to every test
+# module without importing them (an imported fixture shadows the parameter that uses it).
+pytest_plugins = [
+    "tests.support.fake_openai",
+    "tests.support.live_server",
+    "tests.support.redis_server",
+]
 
 
 @pytest.fixture(scope="session")

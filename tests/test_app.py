@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 import pytest
-from clocks import jump_clock
 from starlette.testclient import TestClient
 
 from rag_contract.answering.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
@@ -35,6 +34,7 @@ from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import create_app, prefers_json, section_href, section_id_from_ref
 from rag_contract.web.ratelimit import Allowance, Decision, MemoryStore, StoreUnavailable, probe
 from rag_contract.web.serving import app_for_probe, committed_vector, embedded_vector, extractive_drafter
+from tests.support.clocks import jump_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 FROZEN = lambda: 0.0  # noqa: E731 - a clock that never moves: budgets are all zeros

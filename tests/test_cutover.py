@@ -35,11 +35,6 @@ from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import MemoryStore
 from rag_contract.web.serving import build_served_app, embedded_vector, extractive_drafter
 
-try:  # tests/ on sys.path (pytest's rootdir-less import) or tests as a package
-    from live_server import live_server  # noqa: F401 - fixture
-except ImportError:
-    from tests.live_server import live_server  # noqa: F401 - fixture
-
 ROOT = Path(__file__).resolve().parent.parent
 B_VERSION = "bbbbbbbbbbbb"
 WAIT_S = 20.0

@@ -1,6 +1,6 @@
 """The paid paths through a real HTTP fake: the live drafter, the OpenAI embedder, the ledger.
 
-Every test uses the real ``openai.OpenAI`` client against ``tests/fake_openai.py`` on
+Every test uses the real ``openai.OpenAI`` client against ``tests/support/fake_openai.py`` on
 loopback, so what is asserted is what goes over the wire: a refused run is one the fake
 server never heard from.
 """
@@ -15,14 +15,6 @@ from pathlib import Path
 import numpy as np
 import openai
 import pytest
-from fake_openai import (  # noqa: F401  (fixtures)
-    claims_reply,
-    content_reply,
-    fake_openai,
-    fake_openai_server,
-    fake_vector,
-    truncated_reply,
-)
 
 from rag_contract.answering.drafting import DraftError, PassageText
 from rag_contract.answering.grounding import Claim
@@ -54,6 +46,7 @@ from rag_contract.spend import (
     prices_path,
     worst_case_rerecord,
 )
+from tests.support.fake_openai import claims_reply, content_reply, fake_vector, truncated_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4.1-mini"

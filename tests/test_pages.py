@@ -14,7 +14,6 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from clocks import jump_clock, tick_clock
 from starlette.testclient import TestClient
 
 from rag_contract.answering.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
@@ -25,6 +24,7 @@ from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import MemoryStore
 from rag_contract.web.serving import committed_vector, embedded_vector, extractive_drafter
+from tests.support.clocks import jump_clock, tick_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "http://testserver"
