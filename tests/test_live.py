@@ -46,19 +46,12 @@ from rag_contract.spend import (
     prices_path,
     worst_case_rerecord,
 )
+from tests.support.clocks import FakeClock
 from tests.support.fake_openai import claims_reply, content_reply, fake_vector, truncated_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4.1-mini"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
-
-
-class FakeClock:
-    def __init__(self, now: float = NOW):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 PASSAGES = (
@@ -96,7 +89,7 @@ def client(fake_openai):
 
 
 def make_ledger(tmp_path: Path, cap: float) -> SpendLedger:
-    return SpendLedger(tmp_path / LEDGER_NAME, FakeClock(), cap)
+    return SpendLedger(tmp_path / LEDGER_NAME, FakeClock(NOW), cap)
 
 
 def make_drafter(client, tmp_path: Path, prices, cap: float = 2.0, max_tokens: int = 1500) -> LiveDrafter:
@@ -425,7 +418,7 @@ def project_in(tmp_path: Path, project, daily_cap_usd: float):
 def test_live_drafter_for_prices_the_whole_run_before_any_call(fake_openai, client, tmp_path, project, committed_index):
     here = project_in(tmp_path, project, daily_cap_usd=0.01)
     with pytest.raises(SpendRefused, match=r"record-drafts \(60 questions, gpt-4.1-mini\)"):
-        live_drafter_for(here, committed_index, client, FakeClock())
+        live_drafter_for(here, committed_index, client, FakeClock(NOW))
     assert fake_openai.requests == []
     assert not (tmp_path / LEDGER_NAME).exists()
 
@@ -434,7 +427,7 @@ def test_live_drafter_for_builds_the_committed_drafter_when_the_run_fits(
     fake_openai, client, tmp_path, project, committed_index, prices
 ):
     here = project_in(tmp_path, project, daily_cap_usd=project.thresholds.budget.daily_cap_usd)
-    drafter = live_drafter_for(here, committed_index, client, FakeClock())
+    drafter = live_drafter_for(here, committed_index, client, FakeClock(NOW))
     d = project.thresholds.drafting
     assert (drafter.model, drafter.max_completion_tokens) == (d.live_model, d.max_completion_tokens)
     assert drafter.ledger.path == tmp_path / LEDGER_NAME

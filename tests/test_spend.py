@@ -31,22 +31,10 @@ from rag_contract.spend import (
     prices_path,
     worst_case_rerecord,
 )
+from tests.support.clocks import FakeClock
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY1 = datetime(2026, 11, 29, 23, 0, tzinfo=UTC).timestamp()  # one hour before UTC midnight
-
-
-class FakeClock:
-    """Seconds since the epoch, moved by hand."""
-
-    def __init__(self, now: float = DAY1):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +49,7 @@ def prices():
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(DAY1)
 
 
 def ledger_at(tmp_path: Path, clock: FakeClock, cap: float = 1.0) -> SpendLedger:

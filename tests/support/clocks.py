@@ -1,25 +1,34 @@
-"""Deterministic clocks for tests that drive the deadline (nothing sleeps)."""
+"""One deterministic clock for every test that drives time (nothing sleeps).
+
+``FakeClock(now)`` reads ``now``; a test moves it by hand (``advance(s)`` or assigning
+``now``). With ``step``, each reading first moves it on by ``step`` seconds, so a deadline
+is spent by reading the clock alone (``jump_clock``, ``tick_clock``).
+"""
 
 from __future__ import annotations
 
 
-class StepClock:
-    """Each reading is ``step`` seconds after the previous one."""
+class FakeClock:
+    """Seconds, moved by hand or by ``step`` per reading."""
 
-    def __init__(self, step: float) -> None:
+    def __init__(self, now: float = 0.0, step: float = 0.0) -> None:
+        self.now = now
         self.step = step
-        self.now = 0.0
 
     def __call__(self) -> float:
-        self.now += self.step
+        if self.step:
+            self.now += self.step
         return self.now
 
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
-def jump_clock() -> StepClock:
+
+def jump_clock() -> FakeClock:
     """One second per reading: the first stage spends any deadline."""
-    return StepClock(1.0)
+    return FakeClock(step=1.0)
 
 
-def tick_clock() -> StepClock:
+def tick_clock() -> FakeClock:
     """One millisecond per reading: budgets small, non-zero and deterministic."""
-    return StepClock(0.001)
+    return FakeClock(step=0.001)
