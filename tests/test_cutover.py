@@ -31,14 +31,13 @@ from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.answering.service import Answer, Service, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import IndexLoadError
-from rag_contract.web.app import create_app
-from rag_contract.web.ratelimit import MemoryStore
 from rag_contract.web.serving import build_served_app, embedded_vector, extractive_drafter
+from tests.support.apps import FROZEN, make_app
 
 ROOT = Path(__file__).resolve().parent.parent
 B_VERSION = "bbbbbbbbbbbb"
 WAIT_S = 20.0
-FROZEN = lambda: 0.0  # noqa: E731 - blocking a stage must not spend the deadline
+# Every service clock here is FROZEN (make_app's default too): blocking a stage must not spend the deadline.
 
 
 @pytest.fixture(scope="module")
@@ -149,21 +148,6 @@ def test_the_check_fails_for_a_service_that_reads_the_registry_at_the_end(projec
 # --- the same over HTTP ----------------------------------------------------------------------------
 
 
-def _app(project, registry, fixture_drafter, ask_query_vector):
-    fixed = Service(registry, project.thresholds, fixture_drafter, FROZEN, stored_vector)
-    free = Service(registry, project.thresholds, extractive_drafter(project.thresholds), FROZEN, ask_query_vector)
-    return create_app(
-        registry=registry,
-        fixture_service=fixed,
-        ask_service=free,
-        questions=project.questions,
-        thresholds=project.thresholds,
-        status=lambda: {"fresh": True, "changes": [], "rebuild_version": None, "index_version": None, "error": None},
-        clock=FROZEN,
-        rate_store=MemoryStore(),
-    )
-
-
 def _in_flight(request: Callable[[], httpx.Response]) -> tuple[threading.Thread, dict]:
     out: dict = {}
     worker = threading.Thread(target=lambda: out.update(response=request()))
@@ -177,7 +161,15 @@ def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
     draft_gate, vector_gate = Gate(), Gate()
     drafter = BlockingDrafter(extractive_drafter(project.thresholds), draft_gate)
     registry = Registry(index_a)
-    server = live_server(_app(project, registry, drafter, blocking_vector(vector_gate, embedded_vector(embedder))))
+    app = make_app(
+        project,
+        registry,
+        thresholds=project.thresholds,
+        fixture_drafter=drafter,
+        fixture_vector=stored_vector,
+        ask_vector=blocking_vector(vector_gate, embedded_vector(embedder)),
+    )
+    server = live_server(app)
 
     # Window 2 on GET /answer/{id}: mid-draft.
     worker, out = _in_flight(lambda: httpx.get(f"{server.url}/answer/{question.id}", timeout=WAIT_S))
