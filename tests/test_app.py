@@ -38,7 +38,6 @@ from rag_contract.web.serving import app_for_probe, committed_vector, extractive
 from tests.support.apps import FROZEN, fresh_status, generous, make_app
 from tests.support.clocks import jump_clock
 
-ROOT = Path(__file__).resolve().parent.parent
 ANSWER_KEYS = {
     "question_id",
     "question",

@@ -28,11 +28,11 @@ import pytest
 
 from rag_contract.web.ratelimit import Allowance, Decision
 from rag_contract.web.serving import build_served_app
+from tests.support import ROOT
 from tests.support.live_server import LiveServer, running
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT = ROOT / "docs" / "screenshot-question.png"
 PHONE = (412, 915)
 TIMEOUT_S = 60

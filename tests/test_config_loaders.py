@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -11,8 +10,8 @@ import yaml
 from rag_contract.config.questions import QuestionsError, parse_questions
 from rag_contract.config.thresholds import ThresholdsError, load_thresholds, parse_thresholds
 from rag_contract.corpus.chunking import ChunkingError, ChunkParams
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RAW = yaml.safe_load((ROOT / "eval" / "thresholds.yaml").read_text())
 
 

@@ -34,7 +34,6 @@ from rag_contract.index.store import IndexLoadError
 from rag_contract.web.serving import build_served_app, embedded_vector, extractive_drafter
 from tests.support.apps import FROZEN, make_app
 
-ROOT = Path(__file__).resolve().parent.parent
 B_VERSION = "bbbbbbbbbbbb"
 WAIT_S = 20.0
 # Every service clock here is FROZEN (make_app's default too): blocking a stage must not spend the deadline.
@@ -200,15 +199,15 @@ def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
 # --- reload and startup ----------------------------------------------------------------------------
 
 
-def _copy_index(tmp_path: Path) -> Path:
+def _copy_index(root: Path, tmp_path: Path) -> Path:
     target = tmp_path / "index"
-    shutil.copytree(ROOT / "index", target)
+    shutil.copytree(root / "index", target)
     return target
 
 
-def test_reload_with_a_broken_index_raises_and_keeps_the_old_one(tmp_path, index_a):
+def test_reload_with_a_broken_index_raises_and_keeps_the_old_one(tmp_path, index_a, root):
     registry = Registry(index_a)
-    broken = _copy_index(tmp_path)
+    broken = _copy_index(root, tmp_path)
     vectors = broken / "vectors.npy"
     vectors.write_bytes(vectors.read_bytes()[:-16])
     with pytest.raises(IndexLoadError, match="vectors.npy"):
@@ -219,23 +218,23 @@ def test_reload_with_a_broken_index_raises_and_keeps_the_old_one(tmp_path, index
     assert registry.acquire() is index_a
 
 
-def test_reload_with_a_good_index_swaps(tmp_path, index_a):
+def test_reload_with_a_good_index_swaps(tmp_path, index_a, root):
     registry = Registry(index_a)
-    fresh = registry.reload(_copy_index(tmp_path))
+    fresh = registry.reload(_copy_index(root, tmp_path))
     assert registry.acquire() is fresh and fresh is not index_a
     assert fresh.version == index_a.version
 
 
-def _root_without_index(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
+def _root_without_index(root: Path, tmp_path: Path) -> Path:
+    checkout = tmp_path / "project"
+    checkout.mkdir()
     for name in ("corpus", "eval"):
-        os.symlink(ROOT / name, root / name)
-    return root
+        os.symlink(root / name, checkout / name)
+    return checkout
 
 
-def test_startup_without_an_index_serves_no_context_and_health_says_why(tmp_path):
-    app = build_served_app(_root_without_index(tmp_path))
+def test_startup_without_an_index_serves_no_context_and_health_says_why(tmp_path, root):
+    app = build_served_app(_root_without_index(root, tmp_path))
     with TestClient(app) as client:  # runs the lifespan, as uvicorn would
         health = client.get("/health")
         assert health.status_code == 503
@@ -251,18 +250,18 @@ def test_startup_without_an_index_serves_no_context_and_health_says_why(tmp_path
         assert page.status_code == 503 and "no index is being served" in page.text
 
 
-def test_startup_with_a_corrupt_index_names_the_file(tmp_path):
-    root = _root_without_index(tmp_path)
-    index = _copy_index(root)
+def test_startup_with_a_corrupt_index_names_the_file(tmp_path, root):
+    checkout = _root_without_index(root, tmp_path)
+    index = _copy_index(root, checkout)
     (index / "chunks.jsonl").write_text("tampered\n")
-    with TestClient(build_served_app(root)) as client:
+    with TestClient(build_served_app(checkout)) as client:
         health = client.get("/health")
         assert health.status_code == 503
         assert "chunks.jsonl" in health.json()["load_error"]
 
 
-def test_startup_with_the_committed_index_serves_it(project, index_a):
-    with TestClient(build_served_app(ROOT)) as client:
+def test_startup_with_the_committed_index_serves_it(project, index_a, root):
+    with TestClient(build_served_app(root)) as client:
         health = client.get("/health")
         assert health.status_code == 200
         assert health.json()["index_version"] == index_a.version

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -24,9 +23,9 @@ from rag_contract.project import load_project
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import section_href
 from rag_contract.web.serving import extractive_drafter
+from tests.support import ROOT
 from tests.support.apps import fresh_status, make_app
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTED_503 = {"abandoned", "draft_unavailable", "rate_limit_unavailable"}
 FUZZ = settings(
     max_examples=120,

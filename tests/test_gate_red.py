@@ -21,8 +21,6 @@ import yaml
 
 from rag_contract.quality.gate import GateContext, checks, run_check
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def fast_measure(fn):
     import time
@@ -33,12 +31,12 @@ def fast_measure(fn):
 
 
 @pytest.fixture
-def copy(tmp_path) -> Path:
+def copy(tmp_path, root) -> Path:
     dst = tmp_path / "project"
     dst.mkdir()
     for name in ("corpus", "index", "eval"):
-        shutil.copytree(ROOT / name, dst / name)
-    shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
+        shutil.copytree(root / name, dst / name)
+    shutil.copy(root / "pyproject.toml", dst / "pyproject.toml")
     return dst
 
 

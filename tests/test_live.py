@@ -33,7 +33,7 @@ from rag_contract.embedders import make_embedder
 from rag_contract.embedders.openai_api import DIMENSIONS, OpenAIEmbedder
 from rag_contract.index.store import rebuild_texts
 from rag_contract.openai_client import ClientConfigError, make_client
-from rag_contract.project import Paths, load_project
+from rag_contract.project import Paths
 from rag_contract.spend import (
     LEDGER_NAME,
     PricesError,
@@ -49,7 +49,6 @@ from rag_contract.spend import (
 from tests.support.clocks import FakeClock
 from tests.support.fake_openai import claims_reply, content_reply, fake_vector, truncated_reply
 
-ROOT = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4.1-mini"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
 
@@ -74,13 +73,8 @@ ITEMS = tuple(RunItem(f"q0{i}", f"{QUESTION} ({i})", PASSAGES) for i in range(1,
 
 
 @pytest.fixture(scope="module")
-def prices():
-    return load_prices(prices_path(ROOT))
-
-
-@pytest.fixture(scope="module")
-def project():
-    return load_project(ROOT)
+def prices(root):
+    return load_prices(prices_path(root))
 
 
 @pytest.fixture
@@ -360,10 +354,10 @@ def test_authorise_build_refuses_the_whole_rebuild_up_front(fake_openai, client,
     assert not (tmp_path / LEDGER_NAME).exists()  # pricing a run holds nothing
 
 
-def test_authorise_build_binds_the_project_ledger_when_none_is_injected(fake_openai, client, tmp_path, project):
+def test_authorise_build_binds_the_project_ledger_when_none_is_injected(fake_openai, client, tmp_path, project, root):
     # A project rooted in tmp_path: its ledger and price table, its (tiny) daily cap.
     (tmp_path / "eval").mkdir()
-    (tmp_path / "eval" / "prices.yaml").write_text(prices_path(ROOT).read_text())
+    (tmp_path / "eval" / "prices.yaml").write_text(prices_path(root).read_text())
     budget = dataclasses.replace(project.thresholds.budget, daily_cap_usd=1e-6, max_rebuild_usd=0, max_rerecord_usd=0)
     thresholds = dataclasses.replace(project.thresholds, budget=budget)
     here = dataclasses.replace(project, paths=Paths(tmp_path), thresholds=thresholds)
@@ -402,7 +396,7 @@ def committed_index(project):
 def project_in(tmp_path: Path, project, daily_cap_usd: float):
     """The committed project, rooted in tmp_path (its ledger and price table there)."""
     (tmp_path / "eval").mkdir(exist_ok=True)
-    (tmp_path / "eval" / "prices.yaml").write_text(prices_path(ROOT).read_text())
+    (tmp_path / "eval" / "prices.yaml").write_text(prices_path(project.paths.root).read_text())
     b = project.thresholds.budget
     budget = dataclasses.replace(
         b,

@@ -25,7 +25,6 @@ from rag_contract.web.serving import extractive_drafter
 from tests.support.apps import make_app
 from tests.support.clocks import jump_clock, tick_clock
 
-ROOT = Path(__file__).resolve().parent.parent
 BASE = "http://testserver"
 URL_ATTRS = {"href", "src", "action", "srcset", "poster", "data", "formaction", "background", "cite"}
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -33,7 +32,6 @@ from rag_contract.web.ratelimit import (
 )
 from tests.support.clocks import FakeClock
 
-ROOT = Path(__file__).resolve().parent.parent
 START = 1000.0  # where a limiter test's clock starts; the test moves it by hand
 
 
@@ -569,9 +567,9 @@ def test_probe_survives_a_crashing_handler():
     assert result.passed, result.detail
 
 
-def test_importing_the_module_loads_no_http_client():
+def test_importing_the_module_loads_no_http_client(root):
     code = "import sys, rag_contract.web.ratelimit; print('\\n'.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
     assert "rag_contract.web.ratelimit" in loaded
     forbidden = {
