@@ -12,9 +12,11 @@ from rag_contract.index.store import load_index
 from rag_contract.project import load_project
 from tests.support import ROOT
 
-# Fixtures that live with their machinery under tests/support, available to every test
-# module without importing them (an imported fixture shadows the parameter that uses it).
+# pytester runs pytest in-process for the gate plugin's own tests. The other fixtures live
+# with their machinery under tests/support and reach every test module without an import
+# (an imported fixture would be shadowed by the parameter that uses it).
 pytest_plugins = [
+    "pytester",
     "tests.support.fake_openai",
     "tests.support.live_server",
     "tests.support.redis_server",

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,14 +31,24 @@ def fast_measure(fn):
     return time.perf_counter() - t0
 
 
-@pytest.fixture
-def copy(tmp_path, root) -> Path:
-    dst = tmp_path / "project"
-    dst.mkdir()
+def copy_project(root: Path, dst: Path) -> Path:
+    """What the gate reads, copied from ``root`` into ``dst``."""
+    dst.mkdir(exist_ok=True)
     for name in ("corpus", "index", "eval"):
         shutil.copytree(root / name, dst / name)
     shutil.copy(root / "pyproject.toml", dst / "pyproject.toml")
     return dst
+
+
+@pytest.fixture
+def copy(tmp_path, root) -> Path:
+    return copy_project(root, tmp_path / "project")
+
+
+@pytest.fixture
+def pytester_copy(pytester: pytest.Pytester, root) -> Path:
+    """The copy made in pytester's directory, the working directory of an in-process run."""
+    return copy_project(root, pytester.path)
 
 
 def failing(root: Path) -> dict[str, str]:
@@ -259,38 +270,38 @@ print("LEAKED", leaked)
     assert "LEAKED []" in out.stdout
 
 
-# --- through pytest itself: the items, their paragraphs, JUnit properties, a refused file ----
+# --- through pytest itself (in-process, pytester): the items, their paragraphs, JUnit properties, a refused file
 
 
-def _pytest_gate(root: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-m",
-            "gate",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--benchmark-disable",
-            f"--rootdir={root}",
-            "-c",
-            str(root / "pyproject.toml"),
-            str(root / "eval" / "thresholds.yaml"),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=root,
-        timeout=600,
+@dataclass(frozen=True)
+class GateRun:
+    returncode: int
+    stdout: str
+
+
+def _pytest_gate(pytester: pytest.Pytester, root: Path, *extra: str) -> GateRun:
+    """``pytest -m gate`` on the copy at ``root`` (pytester's directory), in this process."""
+    assert Path.cwd() == root == pytester.path
+    result = pytester.runpytest_inprocess(
+        "-m",
+        "gate",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--benchmark-disable",
+        f"--rootdir={root}",
+        "-c",
+        str(root / "pyproject.toml"),
+        str(root / "eval" / "thresholds.yaml"),
+        *extra,
     )
+    return GateRun(int(result.ret), str(result.stdout))
 
 
-def test_pytest_reports_one_item_per_check_with_a_paragraph_and_junit_properties(copy):
-    edit_thresholds(copy, lambda t: t["retrieval"]["ceilings"].__setitem__("q01", 1))
-    junit = copy / "gate.junit.xml"
-    out = _pytest_gate(copy, f"--junitxml={junit}")
+def test_pytest_reports_one_item_per_check_with_a_paragraph_and_junit_properties(pytester, pytester_copy):
+    edit_thresholds(pytester_copy, lambda t: t["retrieval"]["ceilings"].__setitem__("q01", 1))
+    junit = pytester_copy / "gate.junit.xml"
+    out = _pytest_gate(pytester, pytester_copy, f"--junitxml={junit}")
     assert out.returncode == 1, out.stdout[-3000:]
     assert re.search(r"1 failed, \d+ passed", out.stdout), out.stdout[-1500:]
     assert "[retrieval/ceiling/q01] q01 " in out.stdout and "Outranked by:" in out.stdout
@@ -308,9 +319,9 @@ def test_pytest_reports_one_item_per_check_with_a_paragraph_and_junit_properties
     } <= ids
 
 
-def test_an_allowance_the_loader_must_refuse_fails_the_gate_at_load(copy):
-    edit_thresholds(copy, lambda t: t["rate_limit"].__setitem__("max_requests_per_minute", 400))
-    out = _pytest_gate(copy)
+def test_an_allowance_the_loader_must_refuse_fails_the_gate_at_load(pytester, pytester_copy):
+    edit_thresholds(pytester_copy, lambda t: t["rate_limit"].__setitem__("max_requests_per_minute", 400))
+    out = _pytest_gate(pytester, pytester_copy)
     assert out.returncode == 1
     assert "1 failed" in out.stdout
     assert "rate_limit.max_requests_per_minute: 400/min" in out.stdout and "quarter" in out.stdout
