@@ -42,7 +42,8 @@ def test_committed_thresholds_load():
         (
             "budget.daily_cap_usd",
             0.01,
-            r"budget.daily_cap_usd: 0.01 is below budget.max_rebuild_usd|budget.daily_cap_usd: 0.01 is below budget.max_rerecord_usd",
+            r"budget.daily_cap_usd: 0.01 is below budget.max_rebuild_usd"
+            r"|budget.daily_cap_usd: 0.01 is below budget.max_rerecord_usd",
         ),
         ("budget.request_deadline_ms", "fast", r"budget.request_deadline_ms: must be a number, got 'fast'"),
         ("rate_limit.max_client_burst", 2.5, r"rate_limit.max_client_burst: must be an integer"),

@@ -82,7 +82,12 @@ def test_appendix_ids(corpus):
 
 
 def test_strip_furniture_removes_headers_and_footers():
-    text = "   one two\n\nBray   Standards Track   [Page 7]\n\fRFC 8259                          JSON                     December 2017\n\n   three four\n"
+    text = (
+        "   one two\n\n"
+        "Bray   Standards Track   [Page 7]\n"
+        "\fRFC 8259                          JSON                     December 2017\n\n"
+        "   three four\n"
+    )
     assert strip_furniture(text) == ["   one two", "   three four", ""]
 
 

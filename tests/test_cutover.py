@@ -96,6 +96,10 @@ class BlockingDrafter:
 ServiceFactory = Callable[..., Service]  # (registry, thresholds, drafter, clock, query_vector)
 
 
+def _answer_into(out: dict, service: Service, question) -> None:
+    out.update(result=service.answer(question.question, question.id))
+
+
 def assert_completes_on_old_version(service_factory: ServiceFactory, index_a, index_b, thresholds, question) -> None:
     """In both windows: the answer reports A although B was installed while it ran."""
     drafter = ExtractiveDrafter(
@@ -109,7 +113,7 @@ def assert_completes_on_old_version(service_factory: ServiceFactory, index_a, in
         else:
             service = service_factory(registry, thresholds, BlockingDrafter(drafter, gate), FROZEN, stored_vector)
         out: dict = {}
-        worker = threading.Thread(target=lambda: out.update(result=service.answer(question.question, question.id)))
+        worker = threading.Thread(target=_answer_into, args=(out, service, question))
         worker.start()
         assert gate.entered.wait(WAIT_S), f"{window}: the request never reached the window"
         registry.install(index_b)

@@ -261,7 +261,8 @@ from rag_contract.quality.gate import GateContext, checks, run_check
 ctx = GateContext(Path({str(copy)!r}), measure=lambda fn: (fn(), 0.0)[1])
 bad = [c.id for c in checks(ctx) if not run_check(c, ctx).passed]
 assert not bad, bad
-leaked = sorted(m for m in ("httpx", "httpx2", "requests", "urllib3", "aiohttp", "openai", "starlette.testclient") if m in sys.modules)
+clients = ("httpx", "httpx2", "requests", "urllib3", "aiohttp", "openai", "starlette.testclient")
+leaked = sorted(m for m in clients if m in sys.modules)
 print("LEAKED", leaked)
 """
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}

@@ -261,7 +261,7 @@ def test_every_link_on_question_pages_resolves(client, project, partial_qid, css
     for qid in sorted(chosen):
         r, page = _question_page(client, qid)
         assert_nothing_external(page, css)
-        sections = [l for l in page.links if l.startswith("/section/")]
+        sections = [href for href in page.links if href.startswith("/section/")]
         assert sections, qid
         for link in sorted(set(page.links)):
             target = client.get(urljoin(BASE + f"/q/{qid}", link))
@@ -281,7 +281,7 @@ def test_unsupported_page_is_a_refusal_listing_passages(client, project):
     assert page.ids["state"].strip() == "unsupported"
     text = visible(page)
     assert "A refusal" in text and "No claim kept." in text
-    assert len([l for l in page.links if l.startswith("/section/")]) == project.thresholds.retrieval.top_k
+    assert len([href for href in page.links if href.startswith("/section/")]) == project.thresholds.retrieval.top_k
 
 
 def test_no_context_pages_are_503(project, drafts, embedder, css):
