@@ -10,8 +10,17 @@ import pytest
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.store import load_index
 from rag_contract.project import load_project
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent
+# pytester runs pytest in-process for the gate plugin's own tests. The other fixtures live
+# with their machinery under tests/support and reach every test module without an import
+# (an imported fixture would be shadowed by the parameter that uses it).
+pytest_plugins = [
+    "pytester",
+    "tests.support.fake_openai",
+    "tests.support.live_server",
+    "tests.support.redis_server",
+]
 
 
 @pytest.fixture(scope="session")

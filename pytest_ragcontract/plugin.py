@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from rag_contract.quality.gate import GateContext, checks, plain_measure, run_check
+from rag_contract.quality.gate import Check, GateContext, checks, plain_measure, run_check
 
-_CTX_KEY = pytest.StashKey[GateContext]()
+# The session's GateContext: the project loaded and each eval run once, read by every item.
+GATE_CONTEXT = pytest.StashKey[GateContext]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,38 +61,69 @@ class GateFile(pytest.File):
                 Path(config.rootpath),
                 thresholds_path=_option(config, "thresholds"),
                 questions_path=_option(config, "questions"),
-                # set per item: the latency check measures with pytest-benchmark
-                measure=None,  # type: ignore[arg-type]
+                measure=None,  # set per item: the latency check measures with pytest-benchmark
             )
         except Exception as exc:  # a project that does not load is one red item, named
             yield GateLoadItem.from_parent(self, name="load", error=f"{type(exc).__name__}: {exc}")
             return
-        config.stash[_CTX_KEY] = ctx
+        config.stash[GATE_CONTEXT] = ctx
         for check in checks(ctx):
             if check.needs_measure:
                 yield _benchmarked_item(self, check)
             else:
-                yield GateItem.from_parent(self, name=check.id, check=check)
+                yield GateCheckItem.from_parent(self, name=check.id, check=check)
 
 
-class GateLoadItem(pytest.Item):
-    def __init__(self, *, error: str, **kw):
+class GateFailure(Exception):
+    """A gate item's verdict: reported as its one paragraph, without a traceback."""
+
+
+class GateItem(pytest.Item):
+    """What every gate item is: marked ``gate``, located at the thresholds file under its
+    check's name, and failing with one paragraph (``failure_paragraph``), no traceback."""
+
+    def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.error = error
         self.add_marker(pytest.mark.gate)
 
-    def runtest(self) -> None:
-        raise GateFailure(f"the project does not load, so no gate check can run: {self.error}")
+    def failure_paragraph(self, message: str) -> str:
+        return message
 
     def repr_failure(self, excinfo, style=None):
-        return str(excinfo.value)
+        if isinstance(excinfo.value, GateFailure):
+            return self.failure_paragraph(str(excinfo.value))
+        return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
         return self.path, None, f"gate: {self.name}"
 
 
-class GateFailure(Exception):
-    pass
+class GateLoadItem(GateItem):
+    """The one item of a project that does not load: red, saying why."""
+
+    def __init__(self, *, error: str, **kw) -> None:
+        super().__init__(**kw)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise GateFailure(f"the project does not load, so no gate check can run: {self.error}")
+
+
+class GateCheckItem(GateItem):
+    """One check of ``rag_contract.quality.gate``, run on the session's context."""
+
+    def __init__(self, *, check: Check, **kw) -> None:
+        super().__init__(**kw)
+        self.check = check
+
+    def runtest(self) -> None:
+        outcome = run_check(self.check, self.config.stash[GATE_CONTEXT])
+        _record(self, outcome.figures)
+        if not outcome.passed:
+            raise GateFailure(outcome.message)
+
+    def failure_paragraph(self, message: str) -> str:
+        return f"[{self.check.id}] {message}"
 
 
 def _record(item: pytest.Item, figures) -> None:
@@ -99,33 +131,11 @@ def _record(item: pytest.Item, figures) -> None:
         item.user_properties.append((key, value))
 
 
-class GateItem(pytest.Item):
-    def __init__(self, *, check, **kw):
-        super().__init__(**kw)
-        self.check = check
-        self.add_marker(pytest.mark.gate)
-
-    def runtest(self) -> None:
-
-        outcome = run_check(self.check, self.config.stash[_CTX_KEY])
-        _record(self, outcome.figures)
-        if not outcome.passed:
-            raise GateFailure(outcome.message)
-
-    def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, GateFailure):
-            return f"[{self.check.id}] {excinfo.value}"
-        return super().repr_failure(excinfo, style)
-
-    def reportinfo(self):
-        return self.path, None, f"gate: {self.name}"
-
-
-def _benchmarked_item(parent: GateFile, check) -> pytest.Function:
+def _benchmarked_item(parent: GateFile, check: Check) -> pytest.Function:
     """The latency check as a Function item, so it gets the ``benchmark`` fixture."""
 
     def gate_check(benchmark, request):
-        ctx = request.config.stash[_CTX_KEY]
+        ctx = request.config.stash[GATE_CONTEXT]
 
         def measure(fn):
             if benchmark.disabled:  # --benchmark-disable: the bar still holds, timed plainly

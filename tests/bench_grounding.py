@@ -16,7 +16,6 @@ costs what the claims cost (tokenise, then set lookups), not what the passage co
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -24,14 +23,13 @@ from rag_contract.answering import grounding
 from rag_contract.answering.grounding import Claim, check_claims, passage_terms
 from rag_contract.corpus.sources import load_corpus
 
-ROOT = Path(__file__).resolve().parent.parent
 FLOOR = 2 / 3
 BUDGET_S = 0.5e-3
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return load_corpus(ROOT / "corpus")
+def corpus(root):
+    return load_corpus(root / "corpus")
 
 
 def _terms(corpus, ids):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
+
 PACKAGES = ("rag_contract", "pytest_ragcontract")
 # Third-party modules a function may import lazily: each keeps a heavy or optional dependency
 # (an HTTP client, the ONNX runtime, a Redis client) off the paths that do not need it.

@@ -12,7 +12,6 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from rag_contract.index.store import rebuild_texts
-from rag_contract.project import load_project
 from rag_contract.spend import (
     CHAT_FRAMING_TOKENS,
     EMBEDDING_MODEL,
@@ -31,37 +30,19 @@ from rag_contract.spend import (
     prices_path,
     worst_case_rerecord,
 )
+from tests.support.clocks import FakeClock
 
-ROOT = Path(__file__).resolve().parent.parent
 DAY1 = datetime(2026, 11, 29, 23, 0, tzinfo=UTC).timestamp()  # one hour before UTC midnight
 
 
-class FakeClock:
-    """Seconds since the epoch, moved by hand."""
-
-    def __init__(self, now: float = DAY1):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture(scope="module")
-def project():
-    return load_project(ROOT)
-
-
-@pytest.fixture(scope="module")
-def prices():
-    return load_prices(prices_path(ROOT))
+def prices(root):
+    return load_prices(prices_path(root))
 
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(DAY1)
 
 
 def ledger_at(tmp_path: Path, clock: FakeClock, cap: float = 1.0) -> SpendLedger:
@@ -217,11 +198,11 @@ def test_priced_rebuild_of_the_committed_corpus_fits_the_budget(project, prices,
 # --- the ledger ------------------------------------------------------------------------------
 
 
-def test_ledger_lives_in_the_project_root_and_is_gitignored():
-    assert ledger_path(ROOT) == ROOT / ".spend-ledger.json"
+def test_ledger_lives_in_the_project_root_and_is_gitignored(root):
+    assert ledger_path(root) == root / ".spend-ledger.json"
     import fnmatch
 
-    patterns = [line.strip() for line in (ROOT / ".gitignore").read_text().splitlines() if line.strip()]
+    patterns = [line.strip() for line in (root / ".gitignore").read_text().splitlines() if line.strip()]
     for name in (".spend-ledger.json", ".spend-ledger.json.1a2b.tmp"):  # the ledger and its atomic-write temp
         assert any(fnmatch.fnmatch(name, p) for p in patterns), name
 

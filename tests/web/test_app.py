@@ -1,9 +1,10 @@
 """The HTTP contract, route by route: shapes, statuses, the version header, refusals, limits.
 
-Apps here are built with ``create_app`` over explicit parts: the committed index, drafts
-recorded into a temporary directory with the extractive drafter (one replaced by a draft
-that grounding partly withdraws), a frozen service clock (so a response's budget equals
-the core's, byte for byte) and a generous rate allowance unless a test is about the limiter.
+Apps here are built by ``make_app`` (``tests/support/apps.py``: ``create_app`` over
+explicit parts): the committed index, drafts recorded into a temporary directory with the
+extractive drafter (one replaced by a draft that grounding partly withdraws), a frozen
+service clock (so a response's budget equals the core's, byte for byte) and a generous rate
+allowance unless a test is about the limiter.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import re
 from pathlib import Path
 
 import pytest
-from clocks import jump_clock
 from starlette.testclient import TestClient
 
 from rag_contract.answering.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
@@ -32,12 +32,12 @@ from rag_contract.answering.service import Service, consult, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import Change, IndexStatus
 from rag_contract.quality.recording import draft_all, write_drafts
-from rag_contract.web.app import create_app, prefers_json, section_href, section_id_from_ref
-from rag_contract.web.ratelimit import Allowance, Decision, MemoryStore, StoreUnavailable, probe
-from rag_contract.web.serving import app_for_probe, committed_vector, embedded_vector, extractive_drafter
+from rag_contract.web.app import prefers_json, section_href, section_id_from_ref
+from rag_contract.web.ratelimit import Allowance, Decision, StoreUnavailable, probe
+from rag_contract.web.serving import app_for_probe, committed_vector, extractive_drafter
+from tests.support.apps import FROZEN, fresh_status, generous, make_app
+from tests.support.clocks import jump_clock
 
-ROOT = Path(__file__).resolve().parent.parent
-FROZEN = lambda: 0.0  # noqa: E731 - a clock that never moves: budgets are all zeros
 ANSWER_KEYS = {
     "question_id",
     "question",
@@ -116,57 +116,15 @@ def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
     return directory
 
 
-def generous(thresholds):
-    rl = dataclasses.replace(thresholds.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9)
-    return dataclasses.replace(thresholds, rate_limit=rl)
-
-
-def fresh_status(index):
-    return lambda: IndexStatus(index.version, index.version, ()).as_dict()
-
-
-def build(
-    project,
-    registry,
-    drafts,
-    embedder,
-    *,
-    thresholds=None,
-    fixture_drafter=None,
-    ask_drafter=None,
-    service_clock=FROZEN,
-    ask_query_vector=None,
-    status=None,
-    rate_clock=FROZEN,
-    rate_store=None,
-):
-    t = thresholds or generous(project.thresholds)
-    fixed = Service(registry, t, fixture_drafter or FixtureDrafter(drafts), service_clock, committed_vector(embedder))
-    free = Service(
-        registry, t, ask_drafter or extractive_drafter(t), service_clock, ask_query_vector or embedded_vector(embedder)
-    )
-    return create_app(
-        registry=registry,
-        fixture_service=fixed,
-        ask_service=free,
-        questions=project.questions,
-        thresholds=t,
-        status=status
-        or (lambda: {"fresh": True, "index_version": None, "rebuild_version": None, "changes": [], "error": None}),
-        clock=rate_clock,
-        rate_store=rate_store or MemoryStore(),
-    )
-
-
 @pytest.fixture
 def client(project, index, drafts, embedder):
-    return TestClient(build(project, Registry(index), drafts, embedder, status=fresh_status(index)))
+    return TestClient(make_app(project, Registry(index), drafts=drafts, embedder=embedder, status=fresh_status(index)))
 
 
 @pytest.fixture
 def empty_client(project, drafts, embedder):
     registry = Registry(None, load_error="meta.json: missing in index directory index/")
-    return TestClient(build(project, registry, drafts, embedder))
+    return TestClient(make_app(project, registry, drafts=drafts, embedder=embedder))
 
 
 def assert_version_header(response, version):
@@ -190,7 +148,7 @@ def test_health_serving_reports_the_served_version_and_freshness(client, index):
 
 def test_health_stale_names_what_changed_and_still_serves(project, index, drafts, embedder):
     stale = IndexStatus(index.version, "0123456789ab", (Change("corpus", "aaaa", "bbbb"),))
-    app = build(project, Registry(index), drafts, embedder, status=lambda: stale.as_dict())
+    app = make_app(project, Registry(index), drafts=drafts, embedder=embedder, status=lambda: stale.as_dict())
     r = TestClient(app).get("/health")
     assert r.status_code == 200
     body = r.json()
@@ -262,7 +220,7 @@ def test_answer_without_an_index_is_no_context_503_without_a_version(empty_clien
 
 
 def test_abandoned_is_503_with_budget_and_version_and_no_state(project, index, drafts, embedder):
-    app = build(project, Registry(index), drafts, embedder, service_clock=jump_clock())
+    app = make_app(project, Registry(index), drafts=drafts, embedder=embedder, service_clock=jump_clock())
     for r in (TestClient(app).get("/answer/q01"), TestClient(app).post("/ask", json={"question": "What is a URI?"})):
         assert r.status_code == 503
         body = r.json()
@@ -275,7 +233,7 @@ def test_abandoned_is_503_with_budget_and_version_and_no_state(project, index, d
 
 
 def test_a_missing_draft_is_a_503_naming_it_not_a_500(project, index, tmp_path, embedder):
-    app = build(project, Registry(index), tmp_path, embedder)
+    app = make_app(project, Registry(index), drafts=tmp_path, embedder=embedder)
     r = TestClient(app, raise_server_exceptions=False).get("/answer/q01")
     assert r.status_code == 503
     assert r.json()["error"] == "draft_unavailable"
@@ -434,7 +392,9 @@ def test_ask_refusals_name_the_reason_and_never_reach_a_drafter(project, index, 
         vectors.append(text)
         return embedder.embed_one(text)
 
-    client = TestClient(build(project, Registry(index), drafts, embedder, ask_drafter=spy, ask_query_vector=spy_vector))
+    client = TestClient(
+        make_app(project, Registry(index), drafts=drafts, embedder=embedder, ask_drafter=spy, ask_vector=spy_vector)
+    )
     for name, body, status, reason in _refusals(max_chars):
         for content_type in ("application/json", "text/plain"):
             r = client.post("/ask", content=body, headers={"content-type": content_type})
@@ -525,7 +485,7 @@ def test_429_carries_retry_after_and_no_index_version(project, index, drafts, em
     t = dataclasses.replace(
         project.thresholds, rate_limit=dataclasses.replace(project.thresholds.rate_limit, max_client_burst=2)
     )
-    client = TestClient(build(project, Registry(index), drafts, embedder, thresholds=t))
+    client = TestClient(make_app(project, Registry(index), drafts=drafts, embedder=embedder, thresholds=t))
     served = [client.get("/answer/q01"), client.get("/answer/q01")]
     assert all(r.status_code == 200 and r.headers["x-index-version"] == index.version for r in served)
     for r in (
@@ -546,7 +506,9 @@ def test_the_ratelimit_probe_passes_on_the_app(project, index, drafts, embedder)
         t.rate_limit.max_requests_per_minute, t.rate_limit.max_client_burst, t.rate_limit.trusted_proxy_hops
     )
     result = probe(
-        lambda clock: build(project, Registry(index), drafts, embedder, thresholds=t, rate_clock=clock),
+        lambda clock: make_app(
+            project, Registry(index), drafts=drafts, embedder=embedder, thresholds=t, rate_clock=clock
+        ),
         allowance,
         "/answer/q01",
     )
@@ -571,7 +533,11 @@ class DownStore:
 
 def test_an_unavailable_rate_store_is_503_before_any_handler(project, index, drafts, embedder):
     spy = SpyDrafter(FixtureDrafter(drafts))
-    client = TestClient(build(project, Registry(index), drafts, embedder, fixture_drafter=spy, rate_store=DownStore()))
+    client = TestClient(
+        make_app(
+            project, Registry(index), drafts=drafts, embedder=embedder, fixture_drafter=spy, rate_store=DownStore()
+        )
+    )
     r = client.get("/answer/q01")
     assert r.status_code == 503
     assert r.json()["error"] == "rate_limit_unavailable"

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -31,18 +30,9 @@ from rag_contract.web.ratelimit import (
     probe,
     refill_and_take,
 )
+from tests.support.clocks import FakeClock
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+START = 1000.0  # where a limiter test's clock starts; the test moves it by hand
 
 
 def takes(store: MemoryStore, key: str, times: list[float], allowance: Allowance) -> list[Decision]:
@@ -313,7 +303,7 @@ def tiny_app(store, allowance: Allowance, clock, calls: Counter, *, limiter=Rate
 
 
 def test_refused_request_gets_429_with_retry_after_and_never_reaches_the_app():
-    calls, clock = Counter(), FakeClock()
+    calls, clock = Counter(), FakeClock(START)
     allowance = Allowance(per_minute=6, burst=2, trusted_proxy_hops=0)
     client = TestClient(tiny_app(MemoryStore(), allowance, clock, calls))
     for _ in range(2):
@@ -340,7 +330,7 @@ def test_refused_request_gets_429_with_retry_after_and_never_reaches_the_app():
 def test_identity_comes_from_the_trusted_hop():
     calls = Counter()
     allowance = Allowance(per_minute=6, burst=1, trusted_proxy_hops=1)
-    client = TestClient(tiny_app(MemoryStore(), allowance, FakeClock(), calls), client=("10.0.0.1", 5000))
+    client = TestClient(tiny_app(MemoryStore(), allowance, FakeClock(START), calls), client=("10.0.0.1", 5000))
     assert client.get("/answer", headers={"x-forwarded-for": "198.51.100.1"}).status_code == 200
     assert client.get("/answer", headers={"x-forwarded-for": "6.6.6.6, 198.51.100.1"}).status_code == 429
     assert client.get("/answer", headers={"x-forwarded-for": "198.51.100.2"}).status_code == 200
@@ -351,7 +341,7 @@ def test_identity_comes_from_the_trusted_hop():
 def test_store_unavailable_is_503_with_retry_after_and_logged(caplog):
     calls = Counter()
     allowance = Allowance(per_minute=60, burst=5, trusted_proxy_hops=0)
-    client = TestClient(tiny_app(UnavailableStore(), allowance, FakeClock(), calls))
+    client = TestClient(tiny_app(UnavailableStore(), allowance, FakeClock(START), calls))
     with caplog.at_level(logging.ERROR, logger="rag_contract.web.ratelimit.middleware"):
         for path in ("/answer", "/health"):
             response = client.get(path)
@@ -380,13 +370,13 @@ def test_lifespan_and_websocket_pass_through():
                     return
 
     allowance = Allowance(per_minute=1, burst=1, trusted_proxy_hops=0)
-    app = RateLimitMiddleware(lifespan_app, allowance, UnavailableStore(), FakeClock())
+    app = RateLimitMiddleware(lifespan_app, allowance, UnavailableStore(), FakeClock(START))
     with TestClient(app):
         pass
     assert started == [True]
 
     calls = Counter()
-    client = TestClient(tiny_app(MemoryStore(), allowance, FakeClock(), calls))
+    client = TestClient(tiny_app(MemoryStore(), allowance, FakeClock(START), calls))
     client.get("/health")
     assert client.get("/health").status_code == 429
     with client.websocket_connect("/ws") as websocket:
@@ -577,9 +567,9 @@ def test_probe_survives_a_crashing_handler():
     assert result.passed, result.detail
 
 
-def test_importing_the_module_loads_no_http_client():
+def test_importing_the_module_loads_no_http_client(root):
     code = "import sys, rag_contract.web.ratelimit; print('\\n'.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
     assert "rag_contract.web.ratelimit" in loaded
     # the package loads every part of the limiter, the probe included: all of it is checked here

@@ -9,10 +9,8 @@ the committed allowance (and a frozen limiter clock) and accepts 429 as well.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -20,17 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from rag_contract.answering.drafting import FixtureDrafter
-from rag_contract.answering.service import Service
-from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
 from rag_contract.project import load_project
 from rag_contract.quality.recording import draft_all, write_drafts
-from rag_contract.web.app import create_app, section_href
-from rag_contract.web.ratelimit import MemoryStore
-from rag_contract.web.serving import committed_vector, embedded_vector, extractive_drafter
+from rag_contract.web.app import section_href
+from rag_contract.web.serving import extractive_drafter
+from tests.support import ROOT
+from tests.support.apps import fresh_status, make_app
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTED_503 = {"abandoned", "draft_unavailable", "rate_limit_unavailable"}
 FUZZ = settings(
     max_examples=120,
@@ -43,49 +38,36 @@ FUZZ = settings(
 
 
 @pytest.fixture(scope="module")
-def parts(tmp_path_factory, project, index):
-    embedder = LocalEmbedder()
-    embedder.embed_one("warm up")
+def parts(tmp_path_factory, project, index, embedder):
     drafts = tmp_path_factory.mktemp("drafts")
     t = project.thresholds
     write_drafts(draft_all(index, t, extractive_drafter(t), project.questions.questions, "2026-01-01"), drafts)
     return project, index, embedder, drafts
 
 
-def make_app(parts, *, generous: bool, rate_clock):
+def fuzzed_app(parts, *, generous: bool, rate_clock):
+    """The app on the real service clock, generous or at the configured allowance."""
     project, index, embedder, drafts = parts
-    t = project.thresholds
-    if generous:
-        t = dataclasses.replace(
-            t, rate_limit=dataclasses.replace(t.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9)
-        )
-    registry = Registry(index)
-    return create_app(
-        registry=registry,
-        fixture_service=Service(registry, t, FixtureDrafter(drafts), query_vector=committed_vector(embedder)),
-        ask_service=Service(registry, t, extractive_drafter(t), query_vector=embedded_vector(embedder)),
-        questions=project.questions,
-        thresholds=t,
-        status=lambda: {
-            "fresh": True,
-            "changes": [],
-            "rebuild_version": index.version,
-            "index_version": index.version,
-            "error": None,
-        },
-        clock=rate_clock,
-        rate_store=MemoryStore(),
+    return make_app(
+        project,
+        Registry(index),
+        embedder=embedder,
+        drafts=drafts,
+        thresholds=None if generous else project.thresholds,  # None: make_app's generous allowance
+        service_clock=time.perf_counter,
+        status=fresh_status(index),
+        rate_clock=rate_clock,
     )
 
 
 @pytest.fixture(scope="module")
 def client(parts):
-    return TestClient(make_app(parts, generous=True, rate_clock=time.monotonic), raise_server_exceptions=False)
+    return TestClient(fuzzed_app(parts, generous=True, rate_clock=time.monotonic), raise_server_exceptions=False)
 
 
 @pytest.fixture(scope="module")
 def limited_client(parts):
-    return TestClient(make_app(parts, generous=False, rate_clock=lambda: 1000.0), raise_server_exceptions=False)
+    return TestClient(fuzzed_app(parts, generous=False, rate_clock=lambda: 1000.0), raise_server_exceptions=False)
 
 
 def check(response, *, allow_429: bool = False) -> None:

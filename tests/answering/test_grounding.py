@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +24,6 @@ from rag_contract.answering.grounding import (
 )
 from rag_contract.corpus.sources import load_corpus
 
-ROOT = Path(__file__).resolve().parent.parent
 FLOOR = 2 / 3  # the configured floor
 
 # The passages "the drafter saw" for every table row.  rfc9110#15.5.5 is deliberately absent.
@@ -42,8 +40,8 @@ RETRIEVED_IDS = (
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return load_corpus(ROOT / "corpus")
+def corpus(root):
+    return load_corpus(root / "corpus")
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +299,7 @@ def test_deterministic_in_process(corpus, retrieved):
     assert check_claims(_answer(), rebuilt, FLOOR) == first
 
 
-def test_deterministic_across_hash_seeds():
+def test_deterministic_across_hash_seeds(root):
     """Verdicts, details and missing-word order must not depend on set iteration order."""
     script = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
@@ -317,7 +315,7 @@ def test_deterministic_across_hash_seeds():
     outputs = set()
     for seed in ("1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        out = subprocess.run([sys.executable, "-c", script, str(ROOT)], env=env, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-c", script, str(root)], env=env, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         outputs.add(out.stdout)
     assert len(outputs) == 1

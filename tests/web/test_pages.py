@@ -14,19 +14,17 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from clocks import jump_clock, tick_clock
 from starlette.testclient import TestClient
 
 from rag_contract.answering.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
 from rag_contract.answering.grounding import Claim, check_claim
-from rag_contract.answering.service import Service, consult, stored_vector
+from rag_contract.answering.service import consult, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.quality.recording import draft_all, write_drafts
-from rag_contract.web.app import create_app
-from rag_contract.web.ratelimit import MemoryStore
-from rag_contract.web.serving import committed_vector, embedded_vector, extractive_drafter
+from rag_contract.web.serving import extractive_drafter
+from tests.support.apps import make_app
+from tests.support.clocks import jump_clock, tick_clock
 
-ROOT = Path(__file__).resolve().parent.parent
 BASE = "http://testserver"
 URL_ATTRS = {"href", "src", "action", "srcset", "poster", "data", "formaction", "background", "cite"}
 
@@ -135,22 +133,14 @@ def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
 
 
 def make_client(project, registry, drafts, embedder, clock=None, fixture_drafter=None) -> TestClient:
-    t = project.thresholds
-    t = dataclasses.replace(
-        t, rate_limit=dataclasses.replace(t.rate_limit, max_requests_per_minute=1e9, max_client_burst=10**9)
-    )
-    clock = clock or tick_clock()
-    app = create_app(
-        registry=registry,
-        fixture_service=Service(
-            registry, t, fixture_drafter or FixtureDrafter(drafts), clock, committed_vector(embedder)
-        ),
-        ask_service=Service(registry, t, extractive_drafter(t), clock, embedded_vector(embedder)),
-        questions=project.questions,
-        thresholds=t,
-        status=lambda: {"fresh": True, "changes": [], "rebuild_version": None, "index_version": None, "error": None},
-        clock=lambda: 0.0,
-        rate_store=MemoryStore(),
+    """The app on a millisecond-step service clock unless ``clock`` is given."""
+    app = make_app(
+        project,
+        registry,
+        embedder=embedder,
+        drafts=drafts,
+        fixture_drafter=fixture_drafter,
+        service_clock=clock or tick_clock(),
     )
     return TestClient(app, base_url=BASE)
 
@@ -271,7 +261,7 @@ def test_every_link_on_question_pages_resolves(client, project, partial_qid, css
     for qid in sorted(chosen):
         r, page = _question_page(client, qid)
         assert_nothing_external(page, css)
-        sections = [l for l in page.links if l.startswith("/section/")]
+        sections = [href for href in page.links if href.startswith("/section/")]
         assert sections, qid
         for link in sorted(set(page.links)):
             target = client.get(urljoin(BASE + f"/q/{qid}", link))
@@ -291,7 +281,7 @@ def test_unsupported_page_is_a_refusal_listing_passages(client, project):
     assert page.ids["state"].strip() == "unsupported"
     text = visible(page)
     assert "A refusal" in text and "No claim kept." in text
-    assert len([l for l in page.links if l.startswith("/section/")]) == project.thresholds.retrieval.top_k
+    assert len([href for href in page.links if href.startswith("/section/")]) == project.thresholds.retrieval.top_k
 
 
 def test_no_context_pages_are_503(project, drafts, embedder, css):

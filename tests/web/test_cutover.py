@@ -31,19 +31,12 @@ from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.answering.service import Answer, Service, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import IndexLoadError
-from rag_contract.web.app import create_app
-from rag_contract.web.ratelimit import MemoryStore
 from rag_contract.web.serving import build_served_app, embedded_vector, extractive_drafter
+from tests.support.apps import FROZEN, make_app
 
-try:  # tests/ on sys.path (pytest's rootdir-less import) or tests as a package
-    from live_server import live_server  # noqa: F401 - fixture
-except ImportError:
-    from tests.live_server import live_server  # noqa: F401 - fixture
-
-ROOT = Path(__file__).resolve().parent.parent
 B_VERSION = "bbbbbbbbbbbb"
 WAIT_S = 20.0
-FROZEN = lambda: 0.0  # noqa: E731 - blocking a stage must not spend the deadline
+# Every service clock here is FROZEN (make_app's default too): blocking a stage must not spend the deadline.
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +96,10 @@ class BlockingDrafter:
 ServiceFactory = Callable[..., Service]  # (registry, thresholds, drafter, clock, query_vector)
 
 
+def _answer_into(out: dict, service: Service, question) -> None:
+    out.update(result=service.answer(question.question, question.id))
+
+
 def assert_completes_on_old_version(service_factory: ServiceFactory, index_a, index_b, thresholds, question) -> None:
     """In both windows: the answer reports A although B was installed while it ran."""
     drafter = ExtractiveDrafter(
@@ -116,7 +113,7 @@ def assert_completes_on_old_version(service_factory: ServiceFactory, index_a, in
         else:
             service = service_factory(registry, thresholds, BlockingDrafter(drafter, gate), FROZEN, stored_vector)
         out: dict = {}
-        worker = threading.Thread(target=lambda: out.update(result=service.answer(question.question, question.id)))
+        worker = threading.Thread(target=_answer_into, args=(out, service, question))
         worker.start()
         assert gate.entered.wait(WAIT_S), f"{window}: the request never reached the window"
         registry.install(index_b)
@@ -154,21 +151,6 @@ def test_the_check_fails_for_a_service_that_reads_the_registry_at_the_end(projec
 # --- the same over HTTP ----------------------------------------------------------------------------
 
 
-def _app(project, registry, fixture_drafter, ask_query_vector):
-    fixed = Service(registry, project.thresholds, fixture_drafter, FROZEN, stored_vector)
-    free = Service(registry, project.thresholds, extractive_drafter(project.thresholds), FROZEN, ask_query_vector)
-    return create_app(
-        registry=registry,
-        fixture_service=fixed,
-        ask_service=free,
-        questions=project.questions,
-        thresholds=project.thresholds,
-        status=lambda: {"fresh": True, "changes": [], "rebuild_version": None, "index_version": None, "error": None},
-        clock=FROZEN,
-        rate_store=MemoryStore(),
-    )
-
-
 def _in_flight(request: Callable[[], httpx.Response]) -> tuple[threading.Thread, dict]:
     out: dict = {}
     worker = threading.Thread(target=lambda: out.update(response=request()))
@@ -182,7 +164,15 @@ def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
     draft_gate, vector_gate = Gate(), Gate()
     drafter = BlockingDrafter(extractive_drafter(project.thresholds), draft_gate)
     registry = Registry(index_a)
-    server = live_server(_app(project, registry, drafter, blocking_vector(vector_gate, embedded_vector(embedder))))
+    app = make_app(
+        project,
+        registry,
+        thresholds=project.thresholds,
+        fixture_drafter=drafter,
+        fixture_vector=stored_vector,
+        ask_vector=blocking_vector(vector_gate, embedded_vector(embedder)),
+    )
+    server = live_server(app)
 
     # Window 2 on GET /answer/{id}: mid-draft.
     worker, out = _in_flight(lambda: httpx.get(f"{server.url}/answer/{question.id}", timeout=WAIT_S))
@@ -213,15 +203,15 @@ def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
 # --- reload and startup ----------------------------------------------------------------------------
 
 
-def _copy_index(tmp_path: Path) -> Path:
+def _copy_index(root: Path, tmp_path: Path) -> Path:
     target = tmp_path / "index"
-    shutil.copytree(ROOT / "index", target)
+    shutil.copytree(root / "index", target)
     return target
 
 
-def test_reload_with_a_broken_index_raises_and_keeps_the_old_one(tmp_path, index_a):
+def test_reload_with_a_broken_index_raises_and_keeps_the_old_one(tmp_path, index_a, root):
     registry = Registry(index_a)
-    broken = _copy_index(tmp_path)
+    broken = _copy_index(root, tmp_path)
     vectors = broken / "vectors.npy"
     vectors.write_bytes(vectors.read_bytes()[:-16])
     with pytest.raises(IndexLoadError, match="vectors.npy"):
@@ -232,23 +222,23 @@ def test_reload_with_a_broken_index_raises_and_keeps_the_old_one(tmp_path, index
     assert registry.acquire() is index_a
 
 
-def test_reload_with_a_good_index_swaps(tmp_path, index_a):
+def test_reload_with_a_good_index_swaps(tmp_path, index_a, root):
     registry = Registry(index_a)
-    fresh = registry.reload(_copy_index(tmp_path))
+    fresh = registry.reload(_copy_index(root, tmp_path))
     assert registry.acquire() is fresh and fresh is not index_a
     assert fresh.version == index_a.version
 
 
-def _root_without_index(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
+def _root_without_index(root: Path, tmp_path: Path) -> Path:
+    checkout = tmp_path / "project"
+    checkout.mkdir()
     for name in ("corpus", "eval"):
-        os.symlink(ROOT / name, root / name)
-    return root
+        os.symlink(root / name, checkout / name)
+    return checkout
 
 
-def test_startup_without_an_index_serves_no_context_and_health_says_why(tmp_path):
-    app = build_served_app(_root_without_index(tmp_path))
+def test_startup_without_an_index_serves_no_context_and_health_says_why(tmp_path, root):
+    app = build_served_app(_root_without_index(root, tmp_path))
     with TestClient(app) as client:  # runs the lifespan, as uvicorn would
         health = client.get("/health")
         assert health.status_code == 503
@@ -264,18 +254,18 @@ def test_startup_without_an_index_serves_no_context_and_health_says_why(tmp_path
         assert page.status_code == 503 and "no index is being served" in page.text
 
 
-def test_startup_with_a_corrupt_index_names_the_file(tmp_path):
-    root = _root_without_index(tmp_path)
-    index = _copy_index(root)
+def test_startup_with_a_corrupt_index_names_the_file(tmp_path, root):
+    checkout = _root_without_index(root, tmp_path)
+    index = _copy_index(root, checkout)
     (index / "chunks.jsonl").write_text("tampered\n")
-    with TestClient(build_served_app(root)) as client:
+    with TestClient(build_served_app(checkout)) as client:
         health = client.get("/health")
         assert health.status_code == 503
         assert "chunks.jsonl" in health.json()["load_error"]
 
 
-def test_startup_with_the_committed_index_serves_it(project, index_a):
-    with TestClient(build_served_app(ROOT)) as client:
+def test_startup_with_the_committed_index_serves_it(project, index_a, root):
+    with TestClient(build_served_app(root)) as client:
         health = client.get("/health")
         assert health.status_code == 200
         assert health.json()["index_version"] == index_a.version

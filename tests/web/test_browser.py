@@ -1,8 +1,9 @@
 """What a person sees: headless Chromium against the served app on a real socket.
 
 The app is ``build_served_app`` on this checkout (committed index, recorded drafts), run
-by uvicorn in a thread of the test process (``running`` in ``tests/live_server.py``). Chromium renders ``/`` and one ``/q/`` page;
-``--dump-dom`` gives the DOM after rendering, and the test asserts the text a reader would
+by uvicorn in a thread of the test process (``running`` in ``tests/support/live_server.py``).
+Chromium renders ``/`` and one ``/q/`` page; ``--dump-dom`` gives the DOM after
+rendering, and the test asserts the text a reader would
 see against the answer the JSON route reports: the state badge, each kept claim, the index
 version. A phone-size screenshot (412x915) is taken of the question page; with
 ``UPDATE_SCREENSHOT=1`` it is copied to ``docs/screenshot-question.png`` for the README.
@@ -27,15 +28,11 @@ import pytest
 
 from rag_contract.web.ratelimit import Allowance, Decision
 from rag_contract.web.serving import build_served_app
-
-try:  # tests/ on sys.path (pytest's rootdir-less import) or tests as a package
-    from live_server import LiveServer, running
-except ImportError:
-    from tests.live_server import LiveServer, running
+from tests.support import ROOT
+from tests.support.live_server import LiveServer, running
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT = ROOT / "docs" / "screenshot-question.png"
 PHONE = (412, 915)
 TIMEOUT_S = 60

@@ -29,11 +29,7 @@ from rag_contract.web.ratelimit import (
     probe,
     refill_and_take,
 )
-
-try:  # tests/ on sys.path (pytest's rootdir-less import) or tests as a package
-    from redis_server import RedisServer, free_port, redis_server  # noqa: F401 - fixture
-except ImportError:
-    from tests.redis_server import RedisServer, free_port, redis_server  # noqa: F401 - fixture
+from tests.support.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.redis
 

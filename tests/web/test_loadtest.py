@@ -34,7 +34,7 @@ Running 8s test @ http://127.0.0.1:40000/answer/q11
 Requests/sec:    580.00
 Transfer/sec:      1.14MB
 RAGC_WRK_JSON {"requests":4640,"duration_us":8000000,"p50_us":21500.0,"p99_us":60250.0,"max_us":90110.0,"statuses":{"200":4637,"503":3},"abandoned":2,"errors":{"connect":0,"read":1,"write":0,"status":3,"timeout":1}}
-"""
+"""  # noqa: E501 - wrk's output, verbatim: its JSON line is one long line
 
 
 def _level(rps: float, abandoned: int = 0) -> dict:

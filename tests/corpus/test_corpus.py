@@ -4,39 +4,37 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from pathlib import Path
 
 import pytest
 
 from rag_contract.corpus.sources import CorpusError, load_corpus, parse_sections, strip_furniture, toc_ids
 
-ROOT = Path(__file__).resolve().parents[1]
 SHARED_RFCS = ("rfc3986", "rfc6265", "rfc8259", "rfc9110", "rfc9111", "rfc9112")
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return load_corpus(ROOT / "corpus")
+def corpus(root):
+    return load_corpus(root / "corpus")
 
 
 @pytest.fixture
-def corpus_copy(tmp_path):
+def corpus_copy(tmp_path, root):
     dst = tmp_path / "corpus"
-    shutil.copytree(ROOT / "corpus", dst)
+    shutil.copytree(root / "corpus", dst)
     return dst
 
 
-def test_manifest_lists_the_six_rfcs_with_provenance(corpus):
+def test_manifest_lists_the_six_rfcs_with_provenance(corpus, root):
     assert [e.rfc for e in corpus.entries] == list(SHARED_RFCS)
     for e in corpus.entries:
         assert e.source == f"https://www.rfc-editor.org/rfc/{e.rfc}.txt"
-        data = (ROOT / "corpus" / e.file).read_bytes()
+        data = (root / "corpus" / e.file).read_bytes()
         assert len(data) == e.bytes and hashlib.sha256(data).hexdigest() == e.sha256
 
 
 @pytest.mark.parametrize("rfc", SHARED_RFCS)
-def test_sections_match_the_rfcs_own_table_of_contents(corpus, rfc):
-    text = (ROOT / "corpus" / f"{rfc}.txt").read_text(encoding="utf-8")
+def test_sections_match_the_rfcs_own_table_of_contents(corpus, rfc, root):
+    text = (root / "corpus" / f"{rfc}.txt").read_text(encoding="utf-8")
     toc = toc_ids(rfc, text)
     parsed = [s.id for s in corpus.sections if s.rfc == rfc]
     assert len(parsed) == len(set(parsed)), "duplicate section ids"
@@ -84,7 +82,12 @@ def test_appendix_ids(corpus):
 
 
 def test_strip_furniture_removes_headers_and_footers():
-    text = "   one two\n\nBray   Standards Track   [Page 7]\n\fRFC 8259                          JSON                     December 2017\n\n   three four\n"
+    text = (
+        "   one two\n\n"
+        "Bray   Standards Track   [Page 7]\n"
+        "\fRFC 8259                          JSON                     December 2017\n\n"
+        "   three four\n"
+    )
     assert strip_furniture(text) == ["   one two", "   three four", ""]
 
 
@@ -116,6 +119,6 @@ def test_malformed_manifest_is_refused(corpus_copy):
         load_corpus(corpus_copy)
 
 
-def test_parse_sections_is_deterministic(corpus):
-    text = (ROOT / "corpus" / "rfc9111.txt").read_text(encoding="utf-8")
+def test_parse_sections_is_deterministic(corpus, root):
+    text = (root / "corpus" / "rfc9111.txt").read_text(encoding="utf-8")
     assert parse_sections("rfc9111", text) == [s for s in corpus.sections if s.rfc == "rfc9111"]

@@ -12,6 +12,9 @@ from rag_contract.answering.grounding import Claim
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service, consult, decide
 from rag_contract.index.registry import Registry
 from rag_contract.quality.recording import draft_all, write_drafts
+from tests.support.clocks import FakeClock
+
+START = 100.0  # where each test's clock starts; the tests move it by hand
 
 
 class ScriptedDrafter:
@@ -32,17 +35,6 @@ class ScriptedDrafter:
         return self.claims
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, s: float) -> None:
-        self.now += s
-
-
 def vector_for(index, embed_text):
     # every test question here is one of the committed set, so its vector is committed
     return index.question_vectors[embed_text]
@@ -61,7 +53,7 @@ def cited(project, index, q):
 
 
 def service(project, index, drafter, clock=None, registry=None):
-    return Service(registry or Registry(index), project.thresholds, drafter, clock=clock or FakeClock())
+    return Service(registry or Registry(index), project.thresholds, drafter, clock=clock or FakeClock(START))
 
 
 def quote(section, n=0):
@@ -138,7 +130,7 @@ def over_deadline_s(project) -> float:
 
 
 def test_deadline_in_retrieval(project, index, q):
-    clock = FakeClock()
+    clock = FakeClock(START)
 
     def slow_vector(ix, text):
         clock.advance(over_deadline_s(project))
@@ -155,7 +147,7 @@ def test_deadline_in_retrieval(project, index, q):
 
 
 def test_deadline_in_drafting(project, index, q, cited):
-    clock = FakeClock()
+    clock = FakeClock(START)
     drafter = ScriptedDrafter([Claim(quote(cited[0]), cited[0].id)], clock=clock, spend_s=over_deadline_s(project))
     a = service(project, index, drafter, clock=clock).answer(q.question, q.id)
     assert isinstance(a, Abandoned) and "drafting" in a.detail
@@ -163,7 +155,7 @@ def test_deadline_in_drafting(project, index, q, cited):
 
 
 def test_deadline_inside_the_grounding_loop_abandons_never_answers_from_checked_claims(project, index, q, cited):
-    clock = FakeClock()
+    clock = FakeClock(START)
     claims = [Claim(quote(cited[0], i), cited[0].id) for i in range(3)]
     checked = []
 

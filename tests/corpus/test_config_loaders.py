@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -11,8 +10,8 @@ import yaml
 from rag_contract.config.questions import QuestionsError, parse_questions
 from rag_contract.config.thresholds import ThresholdsError, load_thresholds, parse_thresholds
 from rag_contract.corpus.chunking import ChunkingError, ChunkParams
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RAW = yaml.safe_load((ROOT / "eval" / "thresholds.yaml").read_text())
 
 
@@ -43,7 +42,8 @@ def test_committed_thresholds_load():
         (
             "budget.daily_cap_usd",
             0.01,
-            r"budget.daily_cap_usd: 0.01 is below budget.max_rebuild_usd|budget.daily_cap_usd: 0.01 is below budget.max_rerecord_usd",
+            r"budget.daily_cap_usd: 0.01 is below budget.max_rebuild_usd"
+            r"|budget.daily_cap_usd: 0.01 is below budget.max_rerecord_usd",
         ),
         ("budget.request_deadline_ms", "fast", r"budget.request_deadline_ms: must be a number, got 'fast'"),
         ("rate_limit.max_client_burst", 2.5, r"rate_limit.max_client_burst: must be an integer"),

@@ -1,6 +1,6 @@
 """The paid paths through a real HTTP fake: the live drafter, the OpenAI embedder, the ledger.
 
-Every test uses the real ``openai.OpenAI`` client against ``tests/fake_openai.py`` on
+Every test uses the real ``openai.OpenAI`` client against ``tests/support/fake_openai.py`` on
 loopback, so what is asserted is what goes over the wire: a refused run is one the fake
 server never heard from.
 """
@@ -15,14 +15,6 @@ from pathlib import Path
 import numpy as np
 import openai
 import pytest
-from fake_openai import (  # noqa: F401  (fixtures)
-    claims_reply,
-    content_reply,
-    fake_openai,
-    fake_openai_server,
-    fake_vector,
-    truncated_reply,
-)
 
 from rag_contract.answering.drafting import DraftError, PassageText
 from rag_contract.answering.grounding import Claim
@@ -41,7 +33,7 @@ from rag_contract.embedders import make_embedder
 from rag_contract.embedders.openai_api import DIMENSIONS, OpenAIEmbedder
 from rag_contract.index.store import rebuild_texts
 from rag_contract.openai_client import ClientConfigError, make_client
-from rag_contract.project import Paths, load_project
+from rag_contract.project import Paths
 from rag_contract.spend import (
     LEDGER_NAME,
     PricesError,
@@ -54,18 +46,11 @@ from rag_contract.spend import (
     prices_path,
     worst_case_rerecord,
 )
+from tests.support.clocks import FakeClock
+from tests.support.fake_openai import claims_reply, content_reply, fake_vector, truncated_reply
 
-ROOT = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4.1-mini"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
-
-
-class FakeClock:
-    def __init__(self, now: float = NOW):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 PASSAGES = (
@@ -88,13 +73,8 @@ ITEMS = tuple(RunItem(f"q0{i}", f"{QUESTION} ({i})", PASSAGES) for i in range(1,
 
 
 @pytest.fixture(scope="module")
-def prices():
-    return load_prices(prices_path(ROOT))
-
-
-@pytest.fixture(scope="module")
-def project():
-    return load_project(ROOT)
+def prices(root):
+    return load_prices(prices_path(root))
 
 
 @pytest.fixture
@@ -103,7 +83,7 @@ def client(fake_openai):
 
 
 def make_ledger(tmp_path: Path, cap: float) -> SpendLedger:
-    return SpendLedger(tmp_path / LEDGER_NAME, FakeClock(), cap)
+    return SpendLedger(tmp_path / LEDGER_NAME, FakeClock(NOW), cap)
 
 
 def make_drafter(client, tmp_path: Path, prices, cap: float = 2.0, max_tokens: int = 1500) -> LiveDrafter:
@@ -374,10 +354,10 @@ def test_authorise_build_refuses_the_whole_rebuild_up_front(fake_openai, client,
     assert not (tmp_path / LEDGER_NAME).exists()  # pricing a run holds nothing
 
 
-def test_authorise_build_binds_the_project_ledger_when_none_is_injected(fake_openai, client, tmp_path, project):
+def test_authorise_build_binds_the_project_ledger_when_none_is_injected(fake_openai, client, tmp_path, project, root):
     # A project rooted in tmp_path: its ledger and price table, its (tiny) daily cap.
     (tmp_path / "eval").mkdir()
-    (tmp_path / "eval" / "prices.yaml").write_text(prices_path(ROOT).read_text())
+    (tmp_path / "eval" / "prices.yaml").write_text(prices_path(root).read_text())
     budget = dataclasses.replace(project.thresholds.budget, daily_cap_usd=1e-6, max_rebuild_usd=0, max_rerecord_usd=0)
     thresholds = dataclasses.replace(project.thresholds, budget=budget)
     here = dataclasses.replace(project, paths=Paths(tmp_path), thresholds=thresholds)
@@ -416,7 +396,7 @@ def committed_index(project):
 def project_in(tmp_path: Path, project, daily_cap_usd: float):
     """The committed project, rooted in tmp_path (its ledger and price table there)."""
     (tmp_path / "eval").mkdir(exist_ok=True)
-    (tmp_path / "eval" / "prices.yaml").write_text(prices_path(ROOT).read_text())
+    (tmp_path / "eval" / "prices.yaml").write_text(prices_path(project.paths.root).read_text())
     b = project.thresholds.budget
     budget = dataclasses.replace(
         b,
@@ -433,7 +413,7 @@ def test_live_drafter_for_prices_the_whole_run_before_any_call(fake_openai, clie
     here = project_in(tmp_path, project, daily_cap_usd=0.01)
     n = len(project.questions.questions)
     with pytest.raises(SpendRefused, match=rf"record-drafts \({n} questions, gpt-4.1-mini\)"):
-        live_drafter_for(here, committed_index, client, FakeClock())
+        live_drafter_for(here, committed_index, client, FakeClock(NOW))
     assert fake_openai.requests == []
     assert not (tmp_path / LEDGER_NAME).exists()
 
@@ -442,7 +422,7 @@ def test_live_drafter_for_builds_the_committed_drafter_when_the_run_fits(
     fake_openai, client, tmp_path, project, committed_index, prices
 ):
     here = project_in(tmp_path, project, daily_cap_usd=project.thresholds.budget.daily_cap_usd)
-    drafter = live_drafter_for(here, committed_index, client, FakeClock())
+    drafter = live_drafter_for(here, committed_index, client, FakeClock(NOW))
     d = project.thresholds.drafting
     assert (drafter.model, drafter.max_completion_tokens) == (d.live_model, d.max_completion_tokens)
     assert drafter.ledger.path == tmp_path / LEDGER_NAME

@@ -9,19 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import yaml
 
 from rag_contract.quality.gate import GateContext, checks, run_check
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.project_copy import copy_project, edit_thresholds
 
 
 def fast_measure(fn):
@@ -33,13 +29,8 @@ def fast_measure(fn):
 
 
 @pytest.fixture
-def copy(tmp_path) -> Path:
-    dst = tmp_path / "project"
-    dst.mkdir()
-    for name in ("corpus", "index", "eval"):
-        shutil.copytree(ROOT / name, dst / name)
-    shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
-    return dst
+def copy(tmp_path, root) -> Path:
+    return copy_project(root, tmp_path / "project")
 
 
 def failing(root: Path) -> dict[str, str]:
@@ -50,13 +41,6 @@ def failing(root: Path) -> dict[str, str]:
         if not outcome.passed:
             out[check.id] = outcome.message
     return out
-
-
-def edit_thresholds(root: Path, fn) -> None:
-    path = root / "eval" / "thresholds.yaml"
-    raw = yaml.safe_load(path.read_text())
-    fn(raw)
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
 
 
 def test_the_committed_project_passes_every_check(copy):
@@ -249,73 +233,18 @@ def test_the_gate_imports_no_http_client_and_needs_no_key(copy):
 import sys, os
 from pathlib import Path
 from rag_contract.quality.gate import GateContext, checks, run_check
+from tests.support.project_copy import copy_project, edit_thresholds
 ctx = GateContext(Path({str(copy)!r}), measure=lambda fn: (fn(), 0.0)[1])
 bad = [c.id for c in checks(ctx) if not run_check(c, ctx).passed]
 assert not bad, bad
-leaked = sorted(m for m in ("httpx", "httpx2", "requests", "urllib3", "aiohttp", "openai", "starlette.testclient") if m in sys.modules)
+clients = ("httpx", "httpx2", "requests", "urllib3", "aiohttp", "openai", "starlette.testclient")
+leaked = sorted(m for m in clients if m in sys.modules)
 print("LEAKED", leaked)
 """
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "LEAKED []" in out.stdout
-
-
-# --- through pytest itself: the items, their paragraphs, JUnit properties, a refused file ----
-
-
-def _pytest_gate(root: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-m",
-            "gate",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--benchmark-disable",
-            f"--rootdir={root}",
-            "-c",
-            str(root / "pyproject.toml"),
-            str(root / "eval" / "thresholds.yaml"),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=root,
-        timeout=600,
-    )
-
-
-def test_pytest_reports_one_item_per_check_with_a_paragraph_and_junit_properties(copy):
-    edit_thresholds(copy, lambda t: t["retrieval"]["ceilings"].__setitem__("q01", 1))
-    junit = copy / "gate.junit.xml"
-    out = _pytest_gate(copy, f"--junitxml={junit}")
-    assert out.returncode == 1, out.stdout[-3000:]
-    assert re.search(r"1 failed, \d+ passed", out.stdout), out.stdout[-1500:]
-    assert "[retrieval/ceiling/q01] q01 " in out.stdout and "Outranked by:" in out.stdout
-    assert "Traceback" not in out.stdout
-    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
-    props = {p.get("name"): p.get("value") for p in cases["retrieval/ceiling/q01"].iter("property")}
-    assert props["ceiling"] == "1" and props["rank"] == "6"
-    ids = set(cases)
-    assert {
-        "retrieval/floor/recall@1",
-        "index/freshness",
-        "report/retrieval",
-        "ratelimit/probe",
-        "budget/latency",
-    } <= ids
-
-
-def test_an_allowance_the_loader_must_refuse_fails_the_gate_at_load(copy):
-    edit_thresholds(copy, lambda t: t["rate_limit"].__setitem__("max_requests_per_minute", 400))
-    out = _pytest_gate(copy)
-    assert out.returncode == 1
-    assert "1 failed" in out.stdout
-    assert "rate_limit.max_requests_per_minute: 400/min" in out.stdout and "quarter" in out.stdout
 
 
 def test_a_stale_answers_report_fails_the_report_check_alone(copy):

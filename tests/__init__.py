@@ -1,0 +1,1 @@
+"""The project's own tests (a package, so shared helpers import as ``tests.support``)."""

@@ -1,0 +1,1 @@
+"""Answering: states and the deadline, grounding, the paid drafter and embedder, spend."""

@@ -1,0 +1,1 @@
+"""The corpus and its configuration: the RFC texts, sections, thresholds and question files."""

@@ -1,0 +1,1 @@
+"""The pytest_ragcontract plugin, through pytest itself."""

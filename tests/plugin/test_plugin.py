@@ -1,0 +1,77 @@
+"""The gate plugin through pytest itself: one item per check with its paragraph and JUnit
+properties, and a thresholds file the loader refuses as one red ``load`` item.
+
+pytest runs in this process (``pytester``), on a copy of the project made in pytester's
+directory, which is also the run's working directory.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.project_copy import copy_project, edit_thresholds
+
+
+@pytest.fixture
+def pytester_copy(pytester: pytest.Pytester, root) -> Path:
+    """The copy made in pytester's directory, the working directory of an in-process run."""
+    return copy_project(root, pytester.path)
+
+
+@dataclass(frozen=True)
+class GateRun:
+    returncode: int
+    stdout: str
+
+
+def _pytest_gate(pytester: pytest.Pytester, root: Path, *extra: str) -> GateRun:
+    """``pytest -m gate`` on the copy at ``root`` (pytester's directory), in this process."""
+    assert Path.cwd() == root == pytester.path
+    result = pytester.runpytest_inprocess(
+        "-m",
+        "gate",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--benchmark-disable",
+        f"--rootdir={root}",
+        "-c",
+        str(root / "pyproject.toml"),
+        str(root / "eval" / "thresholds.yaml"),
+        *extra,
+    )
+    return GateRun(int(result.ret), str(result.stdout))
+
+
+def test_pytest_reports_one_item_per_check_with_a_paragraph_and_junit_properties(pytester, pytester_copy):
+    edit_thresholds(pytester_copy, lambda t: t["retrieval"]["ceilings"].__setitem__("q01", 1))
+    junit = pytester_copy / "gate.junit.xml"
+    out = _pytest_gate(pytester, pytester_copy, f"--junitxml={junit}")
+    assert out.returncode == 1, out.stdout[-3000:]
+    assert re.search(r"1 failed, \d+ passed", out.stdout), out.stdout[-1500:]
+    assert "[retrieval/ceiling/q01] q01 " in out.stdout and "Outranked by:" in out.stdout
+    assert "Traceback" not in out.stdout
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["retrieval/ceiling/q01"].iter("property")}
+    assert props["ceiling"] == "1" and props["rank"] == "6"
+    ids = set(cases)
+    assert {
+        "retrieval/floor/recall@1",
+        "index/freshness",
+        "report/retrieval",
+        "ratelimit/probe",
+        "budget/latency",
+    } <= ids
+
+
+def test_an_allowance_the_loader_must_refuse_fails_the_gate_at_load(pytester, pytester_copy):
+    edit_thresholds(pytester_copy, lambda t: t["rate_limit"].__setitem__("max_requests_per_minute", 400))
+    out = _pytest_gate(pytester, pytester_copy)
+    assert out.returncode == 1
+    assert "1 failed" in out.stdout
+    assert "rate_limit.max_requests_per_minute: 400/min" in out.stdout and "quarter" in out.stdout

@@ -1,0 +1,26 @@
+"""A copy of what the gate reads (corpus, index, eval, pyproject.toml), to break on purpose."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+
+def copy_project(root: Path, dst: Path) -> Path:
+    """What the gate reads, copied from ``root`` into ``dst``."""
+    dst.mkdir(exist_ok=True)
+    for name in ("corpus", "index", "eval"):
+        shutil.copytree(root / name, dst / name)
+    shutil.copy(root / "pyproject.toml", dst / "pyproject.toml")
+    return dst
+
+
+def edit_thresholds(root: Path, fn: Callable[[dict], object]) -> None:
+    """Apply ``fn`` to the parsed eval/thresholds.yaml under ``root`` and write it back."""
+    path = root / "eval" / "thresholds.yaml"
+    raw = yaml.safe_load(path.read_text())
+    fn(raw)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
