@@ -61,7 +61,7 @@ class GateFile(pytest.File):
                 Path(config.rootpath),
                 thresholds_path=_option(config, "thresholds"),
                 questions_path=_option(config, "questions"),
-                measure=None,  # set per item: the latency check measures with pytest-benchmark
+                measure=plain_measure,  # replaced per item: the latency check measures with pytest-benchmark
             )
         except Exception as exc:  # a project that does not load is one red item, named
             yield GateLoadItem.from_parent(self, name="load", error=f"{type(exc).__name__}: {exc}")

@@ -29,10 +29,12 @@ from rag_contract.openai_client import ClientConfigError
 from rag_contract.project import Paths, find_root, load_project
 from rag_contract.quality.abstention import write_curve
 from rag_contract.quality.agreement import agreement_report, load_annotations
+from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, run_check
-from rag_contract.quality.ratchet import current_bars, measured_bars, ratchet, rewrite_thresholds
+from rag_contract.quality.ratchet import current_bars, measured_bars, ratchet
 from rag_contract.quality.recording import draft_all, write_drafts
+from rag_contract.quality.thresholds_file import rewrite_thresholds, write_fitted
 from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
 from rag_contract.web.serving import build_services, extractive_drafter, serve
 
@@ -139,9 +141,8 @@ def _services(project, index=None):
     return build_services(
         registry,
         project.thresholds,
-        # Drafter.name is settable in the protocol, read-only in the drafters (answering.drafting)
-        fixture_drafter=FixtureDrafter(project.paths.drafts),  # type: ignore[arg-type]
-        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),  # type: ignore[arg-type]
+        fixture_drafter=FixtureDrafter(project.paths.drafts),
+        ask_drafter=extractive_drafter(project.thresholds),
         embedder=embedder,
         clock=time.perf_counter,
     )
@@ -164,12 +165,12 @@ def _print_answer(answer, as_json: bool) -> int:
         print(f"  + {v.claim.text}  [{v.claim.section_id}]")
     for v in answer.withdrawn:
         print(f"  - WITHDRAWN ({v.rule}): {v.claim.text}  [{v.claim.section_id}]\n      {v.detail}")
-    if answer.state.value in ("unsupported", "no_context"):
-        print(
-            "  refused: no claim survived the grounding check."
-            if answer.state.value == "unsupported"
-            else f"  service error: {answer.detail}"
-        )
+    if answer.relevance is not None and answer.relevance.verdict != "answers":
+        print(f"  relevance: {answer.relevance.reason()}")
+    if answer.state.value == "unsupported" and answer.relevance is None:
+        print("  refused: no claim survived the grounding check.")
+    elif answer.state.value == "no_context":
+        print(f"  service error: {answer.detail}")
     print("  passages consulted: " + ", ".join(f"{p.section_id} ({p.title})" for p in answer.passages))
     return 0 if answer.http_status == 200 else 1
 
@@ -236,14 +237,23 @@ def cmd_thresholds_update(args) -> int:
     return 0
 
 
-def cmd_abstention(args) -> int:
-
+def cmd_calibrate(args) -> int:
+    """Fit every weight and threshold with cross-validation; report out of fold and in sample."""
     project = _project(args)
-    rows = write_curve(project)
-    for r in rows:
+    index = load_index(project.paths.index)
+    report = calibrate(project, index, args.false_answer_cost)
+    if not args.no_write and args.false_answer_cost == FALSE_ANSWER_COST:
+        project.paths.result("calibration.json").write_text(json.dumps(report, indent=1) + "\n")
+        write_curve(project.paths.root, report)
+    if args.write_thresholds and args.false_answer_cost == FALSE_ANSWER_COST:
+        write_fitted(project.paths.thresholds, report["params"])
+    for name in ("out_of_fold", "in_sample"):
+        r, a = report[name]["retrieval"], report[name]["answers"]
         print(
-            f"{r['threshold']:.2f}  coverage {r['coverage']:.3f}  acc {r['accuracy_when_answered']}  "
-            f"false {r['false_answer_rate']:.3f}"
+            f"{name:11} | fused r@1={r['recall@1']:.3f} r@10={r['recall@10']:.3f} mrr={r['mrr']:.3f} | "
+            f"grounded citing expected {a['grounded_citing_expected']:.3f} of {a['answerable']} | "
+            f"state agreement {a['state_agreement']:.3f} of {a['refusals']} | "
+            f"unanswerable answered {len(a['answered_unanswerable'])}"
         )
     return 0
 
@@ -252,15 +262,13 @@ def cmd_record_drafts(args) -> int:
 
     project = _project(args)
     index = load_index(project.paths.index)
-    d = project.thresholds.drafting
     drafter: ExtractiveDrafter | LiveDrafter
     if args.drafter == "extractive":
-        drafter = ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
+        drafter = extractive_drafter(project.thresholds)
     else:
         drafter = live_drafter_for(project, index)  # asks the spend ledger before every call
     date = args.date or datetime.date.today().isoformat()
-    # Drafter.name is settable in the protocol, read-only in the drafters (answering.drafting)
-    drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date)  # type: ignore[arg-type]
+    drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date)
     out = Path(args.out) if args.out else project.paths.drafts
     paths = write_drafts(drafts, out)
     print(f"{len(paths)} drafts by {drafter.name} over index {index.version} -> {out}")
@@ -339,10 +347,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_eval_answers)
 
     s = sub.add_parser(
-        "abstention",
-        help="sweep the extractive confidence threshold; writes eval/results/abstention.json and docs/abstention.svg",
+        "calibrate",
+        help="fit weights and thresholds by 5-fold cross-validation, report out of fold and in sample; "
+        "writes eval/results/calibration.json, abstention.json and docs/abstention.svg",
     )
-    s.set_defaults(func=cmd_abstention)
+    s.add_argument("--write-thresholds", action="store_true", help="commit the full fit to eval/thresholds.yaml")
+    s.add_argument(
+        "--false-answer-cost",
+        type=float,
+        default=FALSE_ANSWER_COST,
+        help="what one unanswerable question answered costs, in answerable ones unanswered "
+        "(another value only prints: the committed fit uses the default)",
+    )
+    s.add_argument("--no-write", action="store_true", help="print only")
+    s.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser("answer", help="answer one question of the fixed set, showing its state")
     s.add_argument("question_id")

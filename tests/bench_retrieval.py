@@ -24,7 +24,7 @@ def question(project):
 def test_retrieval_per_query(benchmark, index, project, question, mode):
     r = project.thresholds.retrieval
     vec = index.question_vectors[question.question]
-    hits = benchmark(rank_sections, index, question.question, vec, mode, r.top_k, r.rrf_k)
+    hits = benchmark(rank_sections, index, question.question, vec, mode, r.top_k, r.rrf_k, r.fusion)
     assert len(hits) == r.top_k
 
 

@@ -32,10 +32,10 @@ def test_index_status_is_fresh_on_the_committed_tree(capsys, root):
     assert code == 0 and "is fresh" in out
 
 
-def test_eval_quiet_is_one_line_and_writes_nothing_with_no_write(capsys, root):
+def test_eval_quiet_is_one_line_and_writes_nothing_with_no_write(capsys, root, project):
     before = (root / "eval" / "results" / "retrieval.json").read_bytes()
     code, out, _ = run(capsys, "--root", str(root), "eval", "--quiet", "--no-write")
-    assert code == 0 and out.count("\n") == 1 and "hybrid*" in out
+    assert code == 0 and out.count("\n") == 1 and f"{project.thresholds.retrieval.serving_mode}*" in out
     assert (root / "eval" / "results" / "retrieval.json").read_bytes() == before
 
 

@@ -58,10 +58,11 @@ def answers_table(root: Path) -> str:
         f"Index `{a['index_version']}`, drafts replayed by the `{a['drafter']}` drafter, "
         f"coverage floor {a['coverage_floor']}.",
         "",
-        "| grounded (of answerable) | cites an expected section | state agreement (of refusals) "
-        "| answered unanswerable | claims withdrawn |",
-        "|---|---|---|---|---|",
-        f"| {a['grounded_rate']:.2f} of {a['answerable']} | {a['expected_citation_rate']:.2f} | "
+        "| grounded (of answerable) | grounded, citing an expected section | a kept claim cites an expected section "
+        "| state agreement (of refusals) | answered unanswerable | claims withdrawn |",
+        "|---|---|---|---|---|---|",
+        f"| {a['grounded_rate']:.2f} of {a['answerable']} | {a['grounded_citing_expected_rate']:.2f} | "
+        f"{a['expected_citation_rate']:.2f} | "
         f"{a['state_agreement']:.2f} of {a['refusals']} | {a['answered_unanswerable']} | "
         f"{a['claims_withdrawn']} of {a['claims']} |",
         "",
@@ -74,20 +75,74 @@ def answers_table(root: Path) -> str:
 
 def abstention_table(root: Path) -> str:
     a = _load(root, "abstention.json")
+    t0 = a["committed_threshold"]
     lines = [
         f"{a['answerable']} answerable and {a['unanswerable']} unanswerable questions, index `{a['index_version']}`; "
-        f"committed threshold **{a['committed_threshold']}**.",
+        f"the answer stands at a relevance logit of at least **{t0}** (committed). Out of fold: each question "
+        "scored by parameters fitted without it; in sample: the committed fit.",
         "",
-        "| threshold | coverage | accuracy when answered | false answers |",
+        "| threshold | coverage (out of fold / in sample) | accuracy when answered | false answers |",
         "|---|---|---|---|",
     ]
-    for r in a["rows"]:
-        if round(r["threshold"] * 20) % 2 and r["threshold"] != a["committed_threshold"]:
-            continue  # every 0.1, plus the committed value
-        mark = " **(committed)**" if r["threshold"] == a["committed_threshold"] else ""
+    rows = sorted(zip(a["out_of_fold"], a["in_sample"], strict=True), key=lambda r: r[0]["threshold"])
+    for n, (o, i) in enumerate(rows):
+        committed = o["threshold"] == t0
+        if n % 4 and not committed:
+            continue  # every fourth step, plus the committed threshold
+        mark = " **(committed)**" if committed else ""
         lines.append(
-            f"| {r['threshold']:.2f}{mark} | {r['coverage']:.2f} | {_pct(r['accuracy_when_answered'])} | "
-            f"{r['false_answer_rate']:.2f} |"
+            f"| {o['threshold']:.2f}{mark} | {o['coverage']:.2f} / {i['coverage']:.2f} | "
+            f"{_pct(o['accuracy_when_answered'])} / {_pct(i['accuracy_when_answered'])} | "
+            f"{o['false_answer_rate']:.2f} / {i['false_answer_rate']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def calibration_table(root: Path) -> str:
+    c = _load(root, "calibration.json")
+    head = (
+        "| | recall@1 | MRR | recall@10 | grounded, citing an expected section | unanswerable answered "
+        "| refusals in their annotated state |"
+    )
+    lines = [
+        f"Index `{c['index_version']}`, {c['folds']}-fold cross-validation, an invented answer costed at "
+        f"{c['false_answer_cost']:g} unanswered ones. Retrieval is the fused mode.",
+        "",
+        head,
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def row(label: str, block: dict) -> str:
+        r, a = block["retrieval"], block["answers"]
+        return (
+            f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | "
+            f"{a['grounded_citing_expected']:.2f} of {a['answerable']} | "
+            f"{len(a['answered_unanswerable'])} of {a['refusals']} | {a['state_agreement']:.2f} |"
+        )
+
+    lines.append(row("**out of fold**", c["out_of_fold"]))
+    lines.append(row("in sample", c["in_sample"]))
+    for group in ("by_style", "by_rfc"):
+        for name, block in c["out_of_fold"][group].items():
+            lines.append(row(f"out of fold, {name}", block))
+    return "\n".join(lines) + "\n"
+
+
+def agreement_table(root: Path) -> str:
+    g = _load(root, "agreement.json")
+    lines = [
+        f"{g['questions']} added questions, each annotated by its writer and by two independent annotators (A, B); "
+        f"{g['label_disagreements_resolved']} label and {g['section_disagreements_resolved']} section "
+        "disagreements resolved in `eval/annotations.yaml`.",
+        "",
+        "| pair | Cohen's kappa (answerable / partial / unsupported) | label agreement "
+        "| identical sections (both answerable) | mean section Jaccard |",
+        "|---|---|---|---|---|",
+    ]
+    for pair, p in g["pairs"].items():
+        lines.append(
+            f"| {pair} | {p['kappa']:.2f} | {p['label_agreement']:.2f} | "
+            f"{p['sections_identical']} of {p['both_answerable']} | {p['sections_mean_jaccard']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -123,6 +178,8 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "retrieval": retrieval_table,
     "answers": answers_table,
     "abstention": abstention_table,
+    "calibration": calibration_table,
+    "agreement": agreement_table,
     "load": load_table,
     "stale-example": stale_example,
 }

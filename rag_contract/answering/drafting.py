@@ -2,15 +2,14 @@
 
 Drafting is the one step that is not arithmetic, so it sits behind a protocol:
 
-- ``ExtractiveDrafter``: deterministic, no model. Scores every sentence of the retrieved
-  sections by the share of the question's content words it (with its section title) covers
-  (its *confidence*, on a calibration-free 0..1 scale) and returns the best sentences at or above
-  ``extractive_min_confidence`` as claims citing their section. No sentence that high, no
-  claims: the answer is then a refusal, decided by grounding, not by a similarity score.
+- ``ExtractiveDrafter``: deterministic, no model. Quotes the sentences of the retrieved sections
+  that score best against the question by meaning and by words (``evidence``), each citing its
+  section. It does not decide whether they answer: grounding checks each claim against its
+  passage and the relevance check (``relevance``) whether the kept claims address the question.
 - ``FixtureDrafter``: replays ``eval/fixtures/drafts/<question id>.json``. It freezes the
   drafter's output and nothing else: retrieval, grounding and the state decision rerun on
   every replay. It is the only drafter the gate can reach.
-- ``LiveDrafter`` (``rag_contract.live``): the ``openai`` client, by hand only.
+- ``LiveDrafter`` (``answering.live_drafter``): the ``openai`` client, by hand only.
 
 A fixture records its drafter, the prompt fingerprint (question + passages offered), the
 index version and the date, so a replay against a different index is visible.
@@ -20,24 +19,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Protocol
 
-from rag_contract.answering.grounding import Claim, content_words
-from rag_contract.corpus.sources import unwrap_hyphens
+from rag_contract.answering.evidence import Evidence, PassageText, Query, score_evidence
+from rag_contract.answering.grounding import Claim
+from rag_contract.corpus.sentences import sentences
+from rag_contract.retrieval.terms import TermWeights
 
-
-@dataclass(frozen=True)
-class PassageText:
-    section_id: str
-    title: str
-    text: str
+__all__ = ["Draft", "DraftError", "Drafter", "ExtractiveDrafter", "FixtureDrafter", "PassageText", "sentences"]
 
 
 class DraftError(RuntimeError):
@@ -45,9 +37,12 @@ class DraftError(RuntimeError):
 
 
 class Drafter(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
-    def draft(self, question_id: str | None, question: str, passages: Sequence[PassageText]) -> tuple[Claim, ...]: ...
+    def draft(
+        self, question_id: str | None, question: str, passages: Sequence[PassageText], query: Query | None = None
+    ) -> tuple[Claim, ...]: ...
 
 
 def prompt_fingerprint(question: str, passages: Sequence[PassageText]) -> str:
@@ -60,93 +55,47 @@ def prompt_fingerprint(question: str, passages: Sequence[PassageText]) -> str:
 
 # --- extractive ----------------------------------------------------------------------------
 
-# Sentence ends: ". " / "? " / "! " / ":" before a blank line. Abbreviations common in RFC
-# prose ("e.g.", "i.e.", "etc.") are not ends; ABNF blocks become their own "sentences"
-# and rarely score, because they share few content words with a question.
-_SENT_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<=[.?!])\s+(?=[A-Z\"(])|\n\s*\n")
+
+# Two adjacent sentences make one claim when the first cannot stand alone: it introduces what
+# follows (ends with a colon) or is too short to state a fact by itself.
+LEAD_IN_WORDS = 8
 
 
-def sentences(text: str) -> list[str]:
-    out = []
-    # a line break inside a hyphenated name ("If-\n   Modified-Since") is not a space
-    for part in _SENT_END.split(unwrap_hyphens(text)):
-        s = re.sub(r"\s+", " ", part).strip()
-        if len(s.split()) >= 4:
-            out.append(s)
-    return out
-
-
-@dataclass(frozen=True)
-class Scored:
-    confidence: float
-    sentence: str
-    section_id: str
-    rank: int  # passage rank, 0-based
-    position: int  # sentence position in its section
-
-
-@dataclass(frozen=True)
-class TermWeights:
-    """Inverse document frequency of content words over an index's sections.
-
-    A question word the corpus never uses (``SameSite``) weighs the most: matching the
-    question's generic words (``cookie``, ``attribute``) must not be enough to answer it.
-    """
-
-    idf: Mapping[str, float]
-    unseen: float
-
-    def __call__(self, term: str) -> float:
-        return self.idf.get(term, self.unseen)
-
-    @classmethod
-    def of(cls, content_sets: Sequence[frozenset[str]]) -> TermWeights:
-        n = len(content_sets)
-        df = Counter(t for terms in content_sets for t in terms)
-        idf = {t: math.log((n + 1) / (c + 1)) for t, c in df.items()}
-        return cls(MappingProxyType(idf), math.log(n + 1))
-
-    @classmethod
-    def uniform(cls) -> TermWeights:
-        return cls(MappingProxyType({}), 1.0)
-
-
-def score_sentences(question: str, passages: Sequence[PassageText], weights: TermWeights) -> list[Scored]:
-    """Every sentence of every passage with its confidence: the IDF-weighted share of the
-    question's content words found in the sentence or its section's title (the heading a
-    reader sees above it, and which grounding also counts as the passage's words)."""
-    terms = set(content_words(question))
-    total = sum(weights(t) for t in terms)
-    scored = []
-    for rank, p in enumerate(passages):
-        title_terms = set(content_words(p.title))
-        for pos, s in enumerate(sentences(p.text)):
-            if not terms or total <= 0:
-                conf = 0.0
-            else:
-                conf = sum(weights(t) for t in terms & (set(content_words(s)) | title_terms)) / total
-            scored.append(Scored(round(conf, 4), s, p.section_id, rank, pos))
-    # Best coverage first; ties to the better-ranked passage, then document order.
-    scored.sort(key=lambda x: (-x.confidence, x.rank, x.position))
-    return scored
+def _claim_text(e: Evidence, passage: PassageText) -> str:
+    first = passage.sentences[e.position]
+    if (first.endswith(":") or len(first.split()) < LEAD_IN_WORDS) and e.position + 1 < len(passage.sentences):
+        return f"{first} {passage.sentences[e.position + 1]}"
+    return first
 
 
 @dataclass(frozen=True)
 class ExtractiveDrafter:
-    min_confidence: float
+    """Quotes the best-scoring sentences of the offered passages (``evidence.score_evidence``),
+    at most ``max_claims``, each citing its section; a sentence that cannot stand alone takes
+    the next one with it. It always drafts: whether the claims answer the question is the
+    relevance check's decision, made where it can be measured."""
+
     max_claims: int
-    weights: TermWeights = field(default_factory=TermWeights.uniform, repr=False)
+    lexical_weight: float
     name: str = "extractive"
 
-    @classmethod
-    def for_index(cls, index, min_confidence: float, max_claims: int) -> ExtractiveDrafter:
-        """Weights from the index's sections (computed once, ~50 ms)."""
-        return cls(min_confidence, max_claims, TermWeights.of([p.content for p in index.passages.values()]))
-
-    def draft(self, question_id: str | None, question: str, passages: Sequence[PassageText]) -> tuple[Claim, ...]:
-        scored = score_sentences(question, passages, self.weights)
-        picked = [s for s in scored if s.confidence >= self.min_confidence]
-        return tuple(Claim(s.sentence, s.section_id) for s in picked[: self.max_claims])
+    def draft(
+        self,
+        question_id: str | None,
+        question: str,
+        passages: Sequence[PassageText],
+        query: Query | None = None,
+    ) -> tuple[Claim, ...]:
+        query = query or Query(None, TermWeights.uniform())
+        by_id = {p.section_id: p for p in passages}
+        claims: list[Claim] = []
+        for e in score_evidence(question, query, passages, self.lexical_weight):
+            claim = Claim(_claim_text(e, by_id[e.section_id]), e.section_id)
+            if all(claim.text not in c.text and c.text not in claim.text for c in claims):
+                claims.append(claim)
+            if len(claims) == self.max_claims:
+                break
+        return tuple(claims)
 
 
 # --- fixtures ------------------------------------------------------------------------------
@@ -207,7 +156,9 @@ class FixtureDrafter:
     def path(self, question_id: str) -> Path:
         return Path(self.directory) / f"{question_id}.json"
 
-    def draft(self, question_id: str | None, question: str, passages: Sequence[PassageText]) -> tuple[Claim, ...]:
+    def draft(
+        self, question_id: str | None, question: str, passages: Sequence[PassageText], query: Query | None = None
+    ) -> tuple[Claim, ...]:
         if question_id is None:
             raise DraftError("the fixture drafter replays recorded questions only")
         return read_draft(self.path(question_id)).claims

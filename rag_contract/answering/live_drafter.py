@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rag_contract.answering.drafting import Drafter, DraftError, PassageText, prompt_fingerprint
+from rag_contract.answering.evidence import Query
 from rag_contract.answering.grounding import Claim
 from rag_contract.answering.service import offered
 from rag_contract.openai_client import check_no_retries, make_client
@@ -167,7 +168,9 @@ class LiveDrafter:
         """Refuse, before any call and writing nothing, a run whose summed bounds do not fit today."""
         self.ledger.check(self.price_run(items), f"record-drafts ({len(items)} questions, {self.model})")
 
-    def draft(self, question_id: str | None, question: str, passages: Sequence[PassageText]) -> tuple[Claim, ...]:
+    def draft(
+        self, question_id: str | None, question: str, passages: Sequence[PassageText], query: Query | None = None
+    ) -> tuple[Claim, ...]:
         messages = prompt_for(question, passages)
         bound = self._price(messages)  # priced from exactly what is sent
         what = f"chat {self.model} {question_id or prompt_fingerprint(question, passages)}"

@@ -2,10 +2,13 @@
 
 States, decided per request from where failure was detected (never from a similarity score):
 
-- ``grounded``: every claim kept;
+- ``grounded``: every claim kept, and the kept claims address the question (``relevance``);
 - ``partial``: some kept: the answer is those, and the withdrawn ones are shown with the rule;
-- ``unsupported``: none kept (or none drafted): a refusal naming the passages consulted and
-  the claims rejected;
+  or all kept but they stop short of the question, and the answer says which of its words
+  no claim addresses;
+- ``unsupported``: none kept (none drafted, grounding withdrew them all, or relevance found
+  them off topic and withdrew them): a refusal naming the passages consulted and the claims
+  rejected;
 - ``no_context``: nothing retrieved, because no index is available: a service error (503).
 
 ``abandoned`` is not a state: a request that spends its deadline never reached a verdict.
@@ -20,14 +23,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
 
 from rag_contract.answering.deadline import BudgetReport, Clock, Deadline, DeadlineExceeded
-from rag_contract.answering.drafting import Drafter, PassageText
+from rag_contract.answering.drafting import Drafter
+from rag_contract.answering.evidence import PassageText, Query
 from rag_contract.answering.grounding import Verdict, check_claims
+from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, RULE_RELEVANCE, Relevance, assess
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.base import Embedder
 from rag_contract.index.registry import Registry
@@ -67,6 +72,7 @@ class Answer:
     budget: BudgetReport
     drafter: str
     detail: str | None = None  # why no_context
+    relevance: Relevance | None = None  # None when no claim survived grounding
 
     @property
     def http_status(self) -> int:
@@ -95,6 +101,7 @@ class Answer:
                 {"section_id": p.section_id, "title": p.title, "rank": p.rank, "score": round(p.score, 6)}
                 for p in self.passages
             ],
+            "relevance": self.relevance.as_dict() if self.relevance else None,
             "index_version": self.index_version,
             "drafter": self.drafter,
             "budget": self.budget.as_dict(),
@@ -123,13 +130,33 @@ class Abandoned:
         }
 
 
-def decide(verdicts: Sequence[Verdict]) -> AnswerState:
+def decide(verdicts: Sequence[Verdict], relevance: str | None = ANSWERS) -> AnswerState:
+    """The state from the per-claim verdicts and the answer-level relevance verdict."""
     kept = sum(1 for v in verdicts if v.kept)
-    if verdicts and kept == len(verdicts):
+    if not kept:
+        return AnswerState.UNSUPPORTED
+    if kept == len(verdicts) and relevance == ANSWERS:
         return AnswerState.GROUNDED
-    if kept:
-        return AnswerState.PARTIAL
-    return AnswerState.UNSUPPORTED
+    return AnswerState.PARTIAL
+
+
+def withdraw_off_topic(verdicts: Sequence[Verdict], relevance: Relevance) -> tuple[Verdict, ...]:
+    """An off-topic answer keeps nothing: each kept claim is withdrawn under rule ``relevance``."""
+    if relevance.verdict != OFF_TOPIC:
+        return tuple(verdicts)
+    return tuple(
+        replace(v, kept=False, rule=RULE_RELEVANCE, detail=relevance.reason()) if v.kept else v for v in verdicts
+    )
+
+
+@dataclass(frozen=True)
+class Deliberation:
+    """Everything a request decided before its state: what was consulted, each claim's verdict,
+    and (when any claim survived grounding) the relevance of the kept claims."""
+
+    passages: tuple[Passage, ...]
+    verdicts: tuple[Verdict, ...]
+    relevance: Relevance | None
 
 
 QueryVector = Callable[[Index, str], np.ndarray]
@@ -157,12 +184,24 @@ def committed_vector(embedder: Embedder) -> QueryVector:
 def consult(index: Index, thresholds: Thresholds, question: str, qvec: np.ndarray | None) -> tuple[Passage, ...]:
     """The passages a drafter is offered for ``question``: the top sections in serving mode."""
     r = thresholds.retrieval
-    hits = rank_sections(index, question, qvec, r.serving_mode, r.top_k, r.rrf_k)
+    hits = rank_sections(index, question, qvec, r.serving_mode, r.top_k, r.rrf_k, r.fusion)
     return tuple(Passage(h.section_id, h.title, i + 1, h.score) for i, h in enumerate(hits))
 
 
 def passage_texts(index: Index, passages: Sequence[Passage]) -> list[PassageText]:
-    return [PassageText(p.section_id, p.title, index.section(p.section_id).text) for p in passages]
+    out = []
+    for p in passages:
+        rows = index.sentences_of(p.section_id)
+        out.append(
+            PassageText(
+                p.section_id,
+                p.title,
+                index.section(p.section_id).text,
+                tuple(index.sentences[i].text for i in rows),
+                index.sentence_vectors[rows.start : rows.stop],
+            )
+        )
+    return out
 
 
 def offered(
@@ -228,23 +267,54 @@ class Service:
                     self.drafter.name,
                     detail="retrieval returned no passages",
                 )
-            with deadline.stage("drafting"):
-                claims = self.drafter.draft(question_id, question, passage_texts(index, passages))
-            with deadline.stage("grounding"):
-                retrieved = {p.section_id: index.passages[p.section_id] for p in passages}
-                verdicts = check_claims(
-                    claims, retrieved, self.thresholds.grounding.coverage_floor, checkpoint=deadline.check
-                )
+            d = self._deliberate(index, question, question_id, qvec, passages, deadline)
         except DeadlineExceeded as exc:
             return Abandoned(question_id, question, "abandoned", str(exc), index.version, exc.report)
+        verdicts = withdraw_off_topic(d.verdicts, d.relevance) if d.relevance else d.verdicts
         return Answer(
             question_id=question_id,
             question=question,
-            state=decide(verdicts),
+            state=decide(verdicts, d.relevance.verdict if d.relevance else None),
             kept=tuple(v for v in verdicts if v.kept),
             withdrawn=tuple(v for v in verdicts if not v.kept),
             passages=passages,
             index_version=index.version,
             budget=deadline.report(),
             drafter=self.drafter.name,
+            relevance=d.relevance,
         )
+
+    def _deliberate(
+        self,
+        index: Index,
+        question: str,
+        question_id: str | None,
+        qvec: np.ndarray | None,
+        passages: tuple[Passage, ...],
+        deadline: Deadline,
+    ) -> Deliberation:
+        with deadline.stage("drafting"):
+            claims = self.drafter.draft(
+                question_id, question, passage_texts(index, passages), Query(qvec, index.weights)
+            )
+        with deadline.stage("grounding"):
+            retrieved = {p.section_id: index.passages[p.section_id] for p in passages}
+            verdicts = check_claims(
+                claims, retrieved, self.thresholds.grounding.coverage_floor, checkpoint=deadline.check
+            )
+        kept = [v for v in verdicts if v.kept]
+        with deadline.stage("relevance"):
+            relevance = assess(question, qvec, kept, index, self.thresholds.relevance) if kept else None
+        return Deliberation(passages, tuple(verdicts), relevance)
+
+    def deliberate(self, question: str, question_id: str | None = None) -> Deliberation | None:
+        """What ``answer`` weighs before it decides, without a deadline (for calibration):
+        None when no index is installed or nothing is retrieved."""
+        index = self.registry.acquire()
+        if index is None:
+            return None
+        qvec = None if self.thresholds.retrieval.serving_mode == "lexical" else self.query_vector(index, question)
+        passages = consult(index, self.thresholds, question, qvec)
+        if not passages:
+            return None
+        return self._deliberate(index, question, question_id, qvec, passages, Deadline(float("inf"), self.clock))

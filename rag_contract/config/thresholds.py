@@ -18,14 +18,16 @@ Nothing here reads the environment: raising a bar is a diff to the committed fil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from rag_contract.config.yamlfile import read_yaml
 
-MODES = ("dense", "lexical", "hybrid")
+MODES = ("dense", "lexical", "hybrid", "fused")
+FUSION_FEATURES = ("dense", "sentence", "lexical", "title", "dense_gap", "sentence_gap")
+RELEVANCE_FEATURES = ("bias", "similarity", "coverage", "unseen", "section")
 FLOOR_KEYS = ("recall@1", "recall@5", "recall@10", "mrr")
 PROCESS_MINUTE_MS = 60_000.0
 
@@ -46,6 +48,7 @@ class RetrievalConfig:
     serving_mode: str
     top_k: int
     rrf_k: int
+    fusion: Mapping[str, float]  # weight per FUSION_FEATURES entry (mode fused)
     floors: Mapping[str, float]
     ceilings: Mapping[str, int]
 
@@ -57,10 +60,17 @@ class GroundingConfig:
 
 @dataclass(frozen=True)
 class DraftingConfig:
-    extractive_min_confidence: float
     extractive_max_claims: int
+    evidence_lexical_weight: float
     live_model: str
     max_completion_tokens: int
+
+
+@dataclass(frozen=True)
+class RelevanceConfig:
+    weights: Mapping[str, float]  # logit = bias + sum(weight * feature), RELEVANCE_FEATURES
+    answer_at: float  # logit at or above: the kept claims answer the question
+    refuse_below: float  # logit below: they do not address it (withdrawn); between: partial
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,9 @@ class AnswerBars:
     min_grounded_rate: float | None
     max_answered_unanswerable: int | None
     min_state_agreement: float | None
+    # Refusals measured landing more answered than annotated, each held at that state: a named,
+    # committed exception that may not get worse and that the ratchet removes once it improves.
+    known_overanswered: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,7 @@ class Thresholds:
     retrieval: RetrievalConfig
     grounding: GroundingConfig
     drafting: DraftingConfig
+    relevance: RelevanceConfig
     answers: AnswerBars
     budget: BudgetConfig
     rate_limit: RateLimitConfig
@@ -148,20 +162,27 @@ _SCHEMA: dict[str, Any] = {
         "serving_mode": (str, _one_of(*MODES)),
         "top_k": (int, _positive),
         "rrf_k": (int, _positive),
+        "fusion": {f: (_NUMBER, None) for f in FUSION_FEATURES},
         "floors": "floors",
         "ceilings": "ceilings",
     },
     "grounding": {"coverage_floor": (_NUMBER, _between(0.0, 1.0))},
     "drafting": {
-        "extractive_min_confidence": (_NUMBER, _between(0.0, 1.0)),
         "extractive_max_claims": (int, _positive),
+        "evidence_lexical_weight": (_NUMBER, _non_negative),
         "live_model": (str, None),
         "max_completion_tokens": (int, _positive),
+    },
+    "relevance": {
+        "weights": {f: (_NUMBER, None) for f in RELEVANCE_FEATURES},
+        "answer_at": (_NUMBER, None),
+        "refuse_below": (_NUMBER, None),
     },
     "answers": {
         "min_grounded_rate": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
         "max_answered_unanswerable": (int, _non_negative, _OPTIONAL),
         "min_state_agreement": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+        "known_overanswered": "overanswered",
     },
     "budget": {
         "request_deadline_ms": (_NUMBER, _positive),
@@ -208,12 +229,17 @@ def _check_block(path: str, raw: Any, schema: dict[str, Any]) -> dict[str, Any]:
             if isinstance(spec, tuple) and len(spec) == 3:
                 out[key] = None
                 continue
+            if spec == "overanswered":
+                out[key] = MappingProxyType({})
+                continue
             raise ThresholdsError(f"{full}: required key missing")
         value = raw[key]
         if spec == "floors":
             out[key] = _check_floors(full, value)
         elif spec == "ceilings":
             out[key] = _check_ceilings(full, value)
+        elif spec == "overanswered":
+            out[key] = _check_overanswered(full, value)
         elif isinstance(spec, dict):
             out[key] = _check_block(full, value, spec)
         else:
@@ -231,6 +257,16 @@ def _check_ceilings(path: str, raw: Any) -> Mapping[str, int]:
         raise ThresholdsError(f"{path}: must be a mapping of question id to rank")
     for qid, rank in raw.items():
         _check_leaf(f"{path}.{qid}", rank, (int, _positive))
+    return MappingProxyType(dict(raw))
+
+
+def _check_overanswered(path: str, raw: Any) -> Mapping[str, str]:
+    if raw is None:
+        return MappingProxyType({})
+    if not isinstance(raw, dict):
+        raise ThresholdsError(f"{path}: must be a mapping of refusal id to the state it is held at")
+    for qid, state in raw.items():
+        _check_leaf(f"{path}.{qid}", state, (str, _one_of("partial", "grounded")))
     return MappingProxyType(dict(raw))
 
 
@@ -268,6 +304,11 @@ def check_rules(t: Thresholds) -> None:
                 f"budget.daily_cap_usd: {b.daily_cap_usd} is below budget.{key} ({getattr(b, key)}), "
                 f"a run the cap must permit"
             )
+    if t.relevance.refuse_below > t.relevance.answer_at:
+        raise ThresholdsError(
+            f"relevance.refuse_below: must be at most relevance.answer_at ({t.relevance.answer_at}), "
+            f"got {t.relevance.refuse_below}"
+        )
     if t.rate_limit.max_client_burst > t.rate_limit.max_requests_per_minute:
         raise ThresholdsError("rate_limit.max_client_burst: must not exceed rate_limit.max_requests_per_minute")
 
@@ -278,9 +319,14 @@ def parse_thresholds(raw: Any) -> Thresholds:
     t = Thresholds(
         measured_on=block["measured_on"],
         index=IndexConfig(**block["index"]),
-        retrieval=RetrievalConfig(**r),
+        retrieval=RetrievalConfig(**{**r, "fusion": MappingProxyType({k: float(v) for k, v in r["fusion"].items()})}),
         grounding=GroundingConfig(coverage_floor=float(block["grounding"]["coverage_floor"])),
         drafting=DraftingConfig(**block["drafting"]),
+        relevance=RelevanceConfig(
+            weights=MappingProxyType({k: float(v) for k, v in block["relevance"]["weights"].items()}),
+            answer_at=float(block["relevance"]["answer_at"]),
+            refuse_below=float(block["relevance"]["refuse_below"]),
+        ),
         answers=AnswerBars(**block["answers"]),
         budget=BudgetConfig(**{k: float(v) for k, v in block["budget"].items()}),
         rate_limit=RateLimitConfig(**block["rate_limit"]),

@@ -5,11 +5,14 @@ Contract:
   Every input that changes a vector is in it; the question set is not (its vectors are
   stored beside the chunks with their own fingerprint, so a new question does not rename
   the index, and a stale question vector is still caught).
-- ``Index`` holds everything a request needs (sections, chunks, vectors, lexical statistics,
-  question vectors, grounding's passage terms) so acquiring one reference acquires all of
+- ``Index`` holds everything a request needs (sections, chunks and their vectors, sentences
+  and their vectors, lexical statistics, term weights, question vectors, grounding's passage
+  terms) so acquiring one reference acquires all of
   it at once: an answer can never mix a query vector of one version with chunks of another.
 - ``load_index(dir)`` verifies every file against the sha256 recorded in ``meta.json`` and
-  refuses a missing, corrupt or mismatched file naming it (``IndexLoadError``).
+  refuses a missing, corrupt or mismatched file naming it, and refuses a structure that does
+  not hold together (rows per chunk and per sentence, one dimension for every vector, every
+  chunk and sentence in a known section) naming what is wrong (``IndexLoadError``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,16 +28,27 @@ from types import MappingProxyType
 
 import numpy as np
 
-from rag_contract.answering.grounding import PassageTerms, passage_terms
+from rag_contract.answering.grounding import PassageTerms, content_words, passage_terms
 from rag_contract.config.questions import Question, question_fingerprint
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
-from rag_contract.corpus.sources import Corpus, Section
+from rag_contract.corpus.sentences import SPLITTER_IDENTITY, Sentence, split_sections
+from rag_contract.corpus.sentences import embed_text as sentence_text
+from rag_contract.corpus.sources import Corpus, Section, unwrap_hyphens
 from rag_contract.embedders.base import Embedder
 from rag_contract.project import Project
 from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Lexical
+from rag_contract.retrieval.terms import TermWeights
 
-FORMAT = 1
-FILES = ("sections.jsonl", "chunks.jsonl", "vectors.npy", "questions.json", "question_vectors.npy")
+FORMAT = 2
+FILES = (
+    "sections.jsonl",
+    "chunks.jsonl",
+    "vectors.npy",
+    "sentences.jsonl",
+    "sentence_vectors.npy",
+    "questions.json",
+    "question_vectors.npy",
+)
 
 
 class IndexLoadError(ValueError):
@@ -53,8 +68,9 @@ class IndexInputs:
 
 
 def chunking_identity(params: ChunkParams) -> str:
-    # The embedded text is "title: chunk", so the prefix is part of what chunking means.
-    return f"{params.identity};embed=title-prefixed"
+    # The embedded text is "title: chunk", so the prefix is part of what chunking means; the
+    # sentences embedded beside the chunks are cut by a splitter that is named here too.
+    return f"{params.identity};embed=title-prefixed;{SPLITTER_IDENTITY}"
 
 
 def embed_text(chunk: Chunk, sections: Mapping[str, Section]) -> str:
@@ -62,10 +78,14 @@ def embed_text(chunk: Chunk, sections: Mapping[str, Section]) -> str:
 
 
 def rebuild_texts(project: Project) -> list[str]:
-    """Every text a full rebuild embeds, in build order: chunk texts, then questions."""
+    """Every text a full rebuild embeds, in build order: chunks, sentences, then questions."""
     sections = {s.id: s for s in project.corpus.sections}
     chunks = chunk_sections(project.corpus.sections, project.chunk_params)
-    return [embed_text(c, sections) for c in chunks] + [q.question for q in project.questions.questions]
+    return (
+        [embed_text(c, sections) for c in chunks]
+        + [sentence_text(s, sections[s.section_id].title) for s in split_sections(project.corpus.sections)]
+        + [q.question for q in project.questions.questions]
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,13 +96,31 @@ class Index:
     sections: Mapping[str, Section]
     chunks: tuple[Chunk, ...]
     vectors: np.ndarray
+    sentences: tuple[Sentence, ...]
+    sentence_vectors: np.ndarray
     lexical: Lexical
     question_fingerprint: str
     question_vectors: Mapping[str, np.ndarray]  # keyed by question *text*: a reworded question has none
     passages: Mapping[str, PassageTerms] = field(repr=False)
+    weights: TermWeights = field(repr=False)  # IDF of content words over the sections
+    sentence_rows: Mapping[str, range] = field(repr=False)  # section id -> its rows in ``sentences``
+    chunk_rows: Mapping[str, range] = field(repr=False)  # section id -> its rows in ``chunks``
+    # Section-level views computed once at load, so ranking a query allocates nothing per item:
+    section_order: tuple[str, ...] = field(repr=False)  # the sections' order in ``sections``
+    chunk_owner: np.ndarray = field(repr=False)  # row of each chunk's section in ``section_order``
+    sentence_owner: np.ndarray = field(repr=False)  # likewise for each sentence
+    title_terms: tuple[frozenset[str], ...] = field(repr=False)  # content words of each title
+    vocabulary: frozenset[str] = field(repr=False)  # every token of the corpus, lower-cased, hyphens kept
+    spellings: frozenset[str] = field(repr=False)  # every word of the corpus as written (case kept)
 
     def section(self, section_id: str) -> Section:
         return self.sections[section_id]
+
+    def sentences_of(self, section_id: str) -> range:
+        return self.sentence_rows.get(section_id, range(0))
+
+    def chunks_of(self, section_id: str) -> range:
+        return self.chunk_rows.get(section_id, range(0))
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -98,11 +136,14 @@ def assemble(
     sections: Sequence[Section],
     chunks: Sequence[Chunk],
     vectors: np.ndarray,
+    sentences: Sequence[Sentence],
+    sentence_vectors: np.ndarray,
     qfingerprint: str,
     qtexts: Sequence[str],
     qvectors: np.ndarray,
 ) -> Index:
     by_id = {s.id: s for s in sections}
+    passages = {s.id: passage_terms(s.id, s.text, s.title) for s in sections}
     return Index(
         version=version,
         inputs=inputs,
@@ -110,11 +151,52 @@ def assemble(
         sections=MappingProxyType(by_id),
         chunks=tuple(chunks),
         vectors=_readonly(vectors),
+        sentences=tuple(sentences),
+        sentence_vectors=_readonly(sentence_vectors),
         lexical=Lexical([c.text for c in chunks]),
         question_fingerprint=qfingerprint,
         question_vectors=MappingProxyType({q: _readonly(v) for q, v in zip(qtexts, qvectors, strict=True)}),
-        passages=MappingProxyType({s.id: passage_terms(s.id, s.text, s.title) for s in sections}),
+        passages=MappingProxyType(passages),
+        weights=TermWeights.of([p.content for p in passages.values()]),
+        sentence_rows=_rows([s.section_id for s in sentences]),
+        chunk_rows=_rows([c.section_id for c in chunks]),
+        section_order=tuple(by_id),
+        chunk_owner=_owners(by_id, [c.section_id for c in chunks]),
+        sentence_owner=_owners(by_id, [s.section_id for s in sentences]),
+        title_terms=tuple(frozenset(content_words(s.title)) for s in by_id.values()),
+        vocabulary=vocabulary(sections),
+        spellings=frozenset(w for s in sections for w in _WORD.findall(unwrap_hyphens(f"{s.title}\n{s.text}"))),
     )
+
+
+_VOCABULARY_TOKEN = re.compile(r"[a-z0-9_]+(?:[-.][a-z0-9_]+)*")
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def vocabulary(sections: Sequence[Section]) -> frozenset[str]:
+    """Every token the corpus uses (titles included), lower-cased, compounds whole and split."""
+    out: set[str] = set()
+    for s in sections:
+        for token in _VOCABULARY_TOKEN.findall(unwrap_hyphens(f"{s.title}\n{s.text}").lower()):
+            out.add(token)
+            out.update(re.split(r"[-.]", token))
+    return frozenset(out)
+
+
+def _rows(section_ids: Sequence[str]) -> Mapping[str, range]:
+    """Section id -> the contiguous rows it owns (chunks and sentences are stored in section order)."""
+    rows: dict[str, range] = {}
+    for i, sid in enumerate(section_ids):
+        start = rows[sid].start if sid in rows else i
+        rows[sid] = range(start, i + 1)
+    return MappingProxyType(rows)
+
+
+def _owners(by_id: Mapping[str, Section], section_ids: Sequence[str]) -> np.ndarray:
+    position = {sid: i for i, sid in enumerate(by_id)}
+    a = np.array([position[sid] for sid in section_ids], dtype=np.int64)
+    a.setflags(write=False)
+    return a
 
 
 def build_index(
@@ -129,6 +211,8 @@ def build_index(
     chunks = chunk_sections(corpus.sections, params)
     inputs = IndexInputs(corpus.fingerprint, embedder.identity, chunking_identity(params))
     vectors = embedder.embed([embed_text(c, sections) for c in chunks], progress)
+    sentences = split_sections(corpus.sections)
+    svectors = embedder.embed([sentence_text(s, sections[s.section_id].title) for s in sentences], progress)
     qvectors = embedder.embed([q.question for q in questions], progress)
     return assemble(
         inputs.version,
@@ -137,6 +221,8 @@ def build_index(
         corpus.sections,
         chunks,
         vectors,
+        sentences,
+        svectors,
         question_fingerprint(questions),
         [q.question for q in questions],
         qvectors,
@@ -153,6 +239,8 @@ def embed_questions(index: Index, embedder: Embedder, questions: Sequence[Questi
         list(index.sections.values()),
         index.chunks,
         index.vectors,
+        index.sentences,
+        index.sentence_vectors,
         question_fingerprint(questions),
         [q.question for q in questions],
         qvectors,
@@ -189,6 +277,11 @@ def save_index(index: Index, directory: Path) -> None:
             for c in index.chunks
         ).encode("utf-8"),
         "vectors.npy": _npy_bytes(index.vectors),
+        "sentences.jsonl": "".join(
+            json.dumps({"section_id": s.section_id, "position": s.position, "text": s.text}, ensure_ascii=False) + "\n"
+            for s in index.sentences
+        ).encode("utf-8"),
+        "sentence_vectors.npy": _npy_bytes(index.sentence_vectors),
         "questions.json": (
             json.dumps(
                 {"fingerprint": index.question_fingerprint, "questions": list(index.question_vectors)},
@@ -213,6 +306,7 @@ def save_index(index: Index, directory: Path) -> None:
         "lexical": TOKENIZER_IDENTITY,
         "sections": len(index.sections),
         "chunks": len(index.chunks),
+        "sentences": len(index.sentences),
         "dimensions": int(index.vectors.shape[1]),
         "question_fingerprint": index.question_fingerprint,
         "files": {name: _sha256(data) for name, data in blobs.items()},
@@ -264,18 +358,63 @@ def load_index(directory: Path) -> Index:
     try:
         sections = [Section(**json.loads(ln)) for ln in data["sections.jsonl"].decode().splitlines()]
         chunks = [Chunk(**json.loads(ln)) for ln in data["chunks.jsonl"].decode().splitlines()]
+        sentences = [Sentence(**json.loads(ln)) for ln in data["sentences.jsonl"].decode().splitlines()]
         q = json.loads(data["questions.json"])
+        qtexts, qfingerprint = q["questions"], q["fingerprint"]
+        if (
+            not isinstance(qtexts, list)
+            or not all(isinstance(t, str) for t in qtexts)
+            or not isinstance(qfingerprint, str)
+        ):
+            raise ValueError("questions.json must hold a 'fingerprint' string and a 'questions' list of text")
         vectors = _load_npy(data["vectors.npy"], "vectors.npy")
+        svectors = _load_npy(data["sentence_vectors.npy"], "sentence_vectors.npy")
         qvectors = _load_npy(data["question_vectors.npy"], "question_vectors.npy")
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise IndexLoadError(f"index files do not parse: {exc}") from None
-    if vectors.shape[0] != len(chunks):
-        raise IndexLoadError(f"vectors.npy: {vectors.shape[0]} rows for {len(chunks)} chunks")
-    if qvectors.shape[0] != len(q["questions"]):
-        raise IndexLoadError(f"question_vectors.npy: {qvectors.shape[0]} rows for {len(q['questions'])} questions")
+    check_structure(meta, sections, chunks, sentences, len(qtexts), vectors, svectors, qvectors)
     return assemble(
-        meta["version"], inputs, meta["embedder"], sections, chunks, vectors, q["fingerprint"], q["questions"], qvectors
+        meta["version"],
+        inputs,
+        meta["embedder"],
+        sections,
+        chunks,
+        vectors,
+        sentences,
+        svectors,
+        qfingerprint,
+        qtexts,
+        qvectors,
     )
+
+
+def check_structure(
+    meta: Mapping,
+    sections: Sequence[Section],
+    chunks: Sequence[Chunk],
+    sentences: Sequence[Sentence],
+    questions: int,
+    vectors: np.ndarray,
+    svectors: np.ndarray,
+    qvectors: np.ndarray,
+) -> None:
+    """Hashes say the files are the ones written; this says they describe one index."""
+    for name, rows, want, what in (
+        ("vectors.npy", vectors.shape[0], len(chunks), "chunks"),
+        ("sentence_vectors.npy", svectors.shape[0], len(sentences), "sentences"),
+        ("question_vectors.npy", qvectors.shape[0], questions, "questions"),
+    ):
+        if rows != want:
+            raise IndexLoadError(f"{name}: {rows} rows for {want} {what}")
+    dims = meta.get("dimensions")
+    for name, a in (("vectors.npy", vectors), ("sentence_vectors.npy", svectors), ("question_vectors.npy", qvectors)):
+        if a.shape[0] and a.shape[1] != dims:
+            raise IndexLoadError(f"{name}: vectors of {a.shape[1]} dimensions, meta.json says {dims}")
+    known = {s.id for s in sections}
+    for what, items in (("chunks.jsonl", chunks), ("sentences.jsonl", sentences)):
+        stray = sorted({x.section_id for x in items} - known)
+        if stray:
+            raise IndexLoadError(f"{what}: names section(s) the index does not hold: {stray[:3]}")
 
 
 def _load_npy(raw: bytes, name: str) -> np.ndarray:

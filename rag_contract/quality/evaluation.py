@@ -15,7 +15,7 @@ Questions whose text has no committed vector are embedded with the local embedde
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,7 +129,13 @@ OUTRANKED_SHOWN = 10
 
 
 def score_mode(
-    index: Index, questions: Sequence[Question], vectors: dict[str, np.ndarray], mode: str, k: int, rrf_k: int
+    index: Index,
+    questions: Sequence[Question],
+    vectors: dict[str, np.ndarray],
+    mode: str,
+    k: int,
+    rrf_k: int,
+    fusion: Mapping[str, float] | None = None,
 ) -> ModeReport:
     """Ranks are over every section, not just the window: a miss still has a rank (say 17),
     so its ceiling can hold it there and a slide from 17 to 90 is still caught. Recall@k
@@ -137,7 +143,7 @@ def score_mode(
     top ten sections above the expected one."""
     results = []
     for q in questions:
-        hits = rank_sections(index, q.question, vectors[q.question], mode, len(index.sections), rrf_k)
+        hits = rank_sections(index, q.question, vectors[q.question], mode, len(index.sections), rrf_k, fusion)
         ids = [h.section_id for h in hits]
         rank = next((i + 1 for i, sid in enumerate(ids) if sid in q.expected), None)
         above = hits[: min((rank - 1) if rank else len(hits), OUTRANKED_SHOWN)]
@@ -159,10 +165,11 @@ def retrieval_report(
     rrf_k: int,
     question_fingerprint: str,
     embed: Callable[[list[str]], np.ndarray] | None = None,
+    fusion: Mapping[str, float] | None = None,
 ) -> RetrievalReport:
     answerable = [q for q in questions if q.answerable]
     vectors = vectors_for(index, answerable, embed)
-    modes = {m: score_mode(index, answerable, vectors, m, k, rrf_k) for m in MODES}
+    modes = {m: score_mode(index, answerable, vectors, m, k, rrf_k, fusion) for m in MODES}
     return RetrievalReport(index.version, question_fingerprint, serving_mode, k, modes)
 
 
@@ -179,7 +186,14 @@ def evaluate_project(project, index: Index | None = None) -> RetrievalReport:
         return embedder.embed(texts)
 
     return retrieval_report(
-        index, project.questions.questions, r.serving_mode, r.top_k, r.rrf_k, project.questions.fingerprint, embed
+        index,
+        project.questions.questions,
+        r.serving_mode,
+        r.top_k,
+        r.rrf_k,
+        project.questions.fingerprint,
+        embed,
+        r.fusion,
     )
 
 
@@ -229,6 +243,9 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
         "refusals": len(ref),
         "grounded_rate": rate(sum(r["state"] == "grounded" for r in ans), len(ans)),
         "expected_citation_rate": rate(sum(bool(r.get("cites_expected")) for r in ans), len(ans)),
+        "grounded_citing_expected_rate": rate(
+            sum(r["state"] == "grounded" and bool(r.get("cites_expected")) for r in ans), len(ans)
+        ),
         "state_agreement": rate(sum(r["state"] == r["expected_state"] for r in ref), len(ref)),
         "answered_unanswerable": sum(r["state"] == "grounded" for r in ref),
         "answered_unanswerable_ids": [r["id"] for r in ref if r["state"] == "grounded"],

@@ -7,7 +7,9 @@ Rules (the same ones the file's comments state):
 - retrieval floors sit ``FLOOR_SLACK_QUESTIONS`` questions below the measured figure, except
   ``recall@10`` (the eval window), which is pinned at the measured value;
 - answer bars: ``min_grounded_rate`` and ``min_state_agreement`` sit ``FLOOR_SLACK_QUESTIONS``
-  questions below the measured rate; ``max_answered_unanswerable`` is the measured count.
+  questions below the measured rate; ``max_answered_unanswerable`` is the measured count;
+- a refusal measured more answered than annotated is held at its measured state
+  (``answers.known_overanswered.<uid>``); one that lands in or below its annotation has none.
 
 ``ratchet(old, new, allow_loosen)`` keeps the tighter of the committed and the measured bar
 unless loosening is allowed, and lists every change so the command can print it. A loosened
@@ -16,15 +18,11 @@ bar is only ever written with ``allow_loosen``.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from ruamel.yaml import YAML
-
-from rag_contract.config.thresholds import Thresholds, parse_thresholds
+from rag_contract.config.thresholds import Thresholds
 
 CEILING_SLACK = 2
 FLOOR_SLACK_QUESTIONS = 2
@@ -33,8 +31,8 @@ FLOOR_SLACK_QUESTIONS = 2
 @dataclass(frozen=True)
 class Change:
     key: str
-    old: float | int | None
-    new: float | int | None
+    old: float | int | str | None
+    new: float | int | str | None
     loosened: bool
 
     def describe(self) -> str:
@@ -47,11 +45,11 @@ def _floor_below(value: float, n: int) -> float:
     return max(0.0, math.floor((value - FLOOR_SLACK_QUESTIONS / max(n, 1)) * 100 + 1e-9) / 100)
 
 
-def measured_bars(retrieval: Mapping, answers: Mapping | None) -> dict[str, float | int]:
+def measured_bars(retrieval: Mapping, answers: Mapping | None) -> dict[str, float | int | str]:
     """Every bar as the rules set it from a retrieval report (serving mode) and an answers report."""
     mode = retrieval["modes"][retrieval["serving_mode"]]
     n = retrieval["questions"]
-    bars: dict[str, float | int] = {
+    bars: dict[str, float | int | str] = {
         "retrieval.floors.recall@1": _floor_below(mode["recall@1"], n),
         "retrieval.floors.recall@5": _floor_below(mode["recall@5"], n),
         "retrieval.floors.recall@10": mode["recall@10"],
@@ -64,26 +62,42 @@ def measured_bars(retrieval: Mapping, answers: Mapping | None) -> dict[str, floa
         bars["answers.min_grounded_rate"] = _floor_below(answers["grounded_rate"], answers["answerable"])
         bars["answers.max_answered_unanswerable"] = answers["answered_unanswerable"]
         bars["answers.min_state_agreement"] = _floor_below(answers["state_agreement"], answers["refusals"])
+        for row in answers["questions"]:
+            state, expected = row["state"], row.get("expected_state")
+            if not row["answerable"] and state in STATE_ORDER and STATE_ORDER[state] > STATE_ORDER[expected]:
+                bars[f"answers.known_overanswered.{row['id']}"] = state
     return bars
+
+
+STATE_ORDER = {"unsupported": 0, "partial": 1, "grounded": 2}
 
 
 def _lower_is_tighter(key: str) -> bool:
     return key.startswith("retrieval.ceilings.") or key == "answers.max_answered_unanswerable"
 
 
+def _tighter(key: str, value: float | int | str, before: float | int | str) -> bool:
+    if key.startswith("answers.known_overanswered."):
+        return STATE_ORDER[str(value)] < STATE_ORDER[str(before)]
+    return value < before if _lower_is_tighter(key) else value > before  # type: ignore[operator]
+
+
 def ratchet(
-    old: Mapping[str, float | int], new: Mapping[str, float | int], allow_loosen: bool = False
-) -> tuple[dict[str, float | int], list[Change]]:
+    old: Mapping[str, float | int | str], new: Mapping[str, float | int | str], allow_loosen: bool = False
+) -> tuple[dict[str, float | int | str], list[Change]]:
     """The bars to commit, and what changed. Ceilings of questions absent from ``new`` go."""
-    out: dict[str, float | int] = {}
+    out: dict[str, float | int | str] = {}
     changes: list[Change] = []
     for key, value in new.items():
         before = old.get(key)
         if before is None:
+            # a new question gains its ceiling; a new exception is a loosening and needs consent
+            if key.startswith("answers.known_overanswered.") and not allow_loosen:
+                continue
             out[key] = value
-            changes.append(Change(key, None, value, False))
+            changes.append(Change(key, None, value, key.startswith("answers.known_overanswered.")))
             continue
-        tighter = value < before if _lower_is_tighter(key) else value > before
+        tighter = _tighter(key, value, before)
         if value == before:
             out[key] = before
         elif tighter or allow_loosen:
@@ -92,62 +106,18 @@ def ratchet(
         else:
             out[key] = before
     for key, before in old.items():
-        if key not in new and key.startswith("retrieval.ceilings."):
+        if key not in new and key.startswith(("retrieval.ceilings.", "answers.known_overanswered.")):
             changes.append(Change(key, before, None, False))
     return out, changes
 
 
-def current_bars(t: Thresholds) -> dict[str, float | int]:
+def current_bars(t: Thresholds) -> dict[str, float | int | str]:
     """The committed bars, keyed as ``measured_bars`` keys them."""
-    bars: dict[str, float | int] = {f"retrieval.floors.{k}": v for k, v in t.retrieval.floors.items()}
+    bars: dict[str, float | int | str] = {f"retrieval.floors.{k}": v for k, v in t.retrieval.floors.items()}
     bars.update({f"retrieval.ceilings.{q}": r for q, r in t.retrieval.ceilings.items()})
     for key in ("min_grounded_rate", "max_answered_unanswerable", "min_state_agreement"):
         value = getattr(t.answers, key)
         if value is not None:
             bars[f"answers.{key}"] = value
+    bars.update({f"answers.known_overanswered.{q}": s for q, s in t.answers.known_overanswered.items()})
     return bars
-
-
-def rewrite_thresholds(path: Path, bars: Mapping[str, float | int], measured_on: str) -> str:
-    """Write ``bars`` and ``measured_on`` into the thresholds file, keeping its comments and
-    order (ceilings sorted by question id); return the new text. The result is validated by
-    the loader before anything is written."""
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    doc = yaml.load(Path(path).read_text(encoding="utf-8"))
-    doc["measured_on"] = measured_on
-    floors = doc["retrieval"]["floors"]
-    ceilings = doc["retrieval"]["ceilings"]
-    for qid in [q for q in ceilings if f"retrieval.ceilings.{q}" not in bars]:
-        del ceilings[qid]
-    wanted = {k.split(".", 2)[2]: v for k, v in bars.items() if k.startswith("retrieval.ceilings.")}
-    # The blank line or comment after the block hangs on its last key: keep it at the end.
-    tail = ceilings.ca.items.pop(list(ceilings)[-1], None) if ceilings else None
-    for qid in sorted(wanted, key=_question_order):
-        if qid in ceilings:
-            ceilings[qid] = wanted[qid]
-        else:
-            ceilings.insert(_position(list(ceilings), qid), qid, wanted[qid])
-    if tail is not None and ceilings:
-        ceilings.ca.items[list(ceilings)[-1]] = tail
-    for key, value in bars.items():
-        if key.startswith("retrieval.floors."):
-            floors[key.split(".", 2)[2]] = value
-        elif key.startswith("answers."):
-            doc["answers"][key.split(".", 1)[1]] = value
-    buf = io.StringIO()
-    yaml.dump(doc, buf)
-    text = buf.getvalue()
-    parse_thresholds(YAML(typ="safe").load(text))  # refuse to write a file the loader refuses
-    Path(path).write_text(text, encoding="utf-8")
-    return text
-
-
-def _question_order(qid: str) -> tuple[str, int]:
-    head = qid.rstrip("0123456789")
-    return head, int(qid[len(head) :] or 0)
-
-
-def _position(existing: list[str], qid: str) -> int:
-    return sum(1 for q in existing if _question_order(q) < _question_order(qid))

@@ -14,19 +14,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rag_contract.answering.drafting import Draft, Drafter, prompt_fingerprint
-from rag_contract.answering.service import offered
+from rag_contract.answering.evidence import Query
+from rag_contract.answering.service import QueryVector, consult, passage_texts, stored_vector
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.index.store import Index
 
 
 def draft_all(
-    index: Index, thresholds: Thresholds, drafter: Drafter, questions: Sequence[Question], date: str
+    index: Index,
+    thresholds: Thresholds,
+    drafter: Drafter,
+    questions: Sequence[Question],
+    date: str,
+    query_vector: QueryVector = stored_vector,
 ) -> list[Draft]:
+    """Each question drafted exactly as a served request drafts it: the same passages, the same
+    question vector and term weights (``Service.answer``)."""
     drafts = []
+    lexical_only = thresholds.retrieval.serving_mode == "lexical"
     for q in questions:
-        texts = offered(index, thresholds, q.question)
-        claims = drafter.draft(q.id, q.question, texts)
+        qvec = None if lexical_only else query_vector(index, q.question)
+        texts = passage_texts(index, consult(index, thresholds, q.question, qvec))
+        claims = drafter.draft(q.id, q.question, texts, Query(qvec, index.weights))
         drafts.append(
             Draft(q.id, q.question, drafter.name, prompt_fingerprint(q.question, texts), index.version, date, claims)
         )

@@ -1,22 +1,31 @@
-"""Ranking over one acquired Index: dense cosine, lexical BM25, and their RRF hybrid.
+"""Ranking over one acquired Index: dense cosine, lexical BM25, their RRF hybrid, and a fused
+section score that adds the sentence vectors.
 
-Contract: ``rank_sections(index, query_text, query_vector, mode, k, rrf_k)`` returns the top
-``k`` *sections* (a section ranks where its best chunk ranks), each with its score and best
-chunk. Everything reads the one ``index`` passed in; nothing here looks anything up
-elsewhere. Ties break by chunk order in the index, so the ranking is a pure function of
-(index, query). Cost: one (chunks x 384) matrix-vector product plus one BM25 pass, well under a
-millisecond (see tests/bench_retrieval.py).
+Contract: ``rank_sections(index, query_text, query_vector, mode, k, rrf_k, fusion)`` returns the
+top ``k`` *sections*, each with its score and best chunk. In ``dense``, ``lexical`` and
+``hybrid`` a section ranks where its best chunk ranks. In ``fused`` a section's score is the
+weighted sum of ``FUSION_FEATURES`` (weights committed in eval/thresholds.yaml, fitted by
+``rag-contract calibrate`` with cross-validation): its best chunk's cosine, its best
+sentence's cosine, its best chunk's BM25 relative to the query's best, the IDF-weighted share
+of the question's words in its title, and the two cosines' gaps to the query's best.
+Everything reads the one ``index`` passed in; nothing here looks anything up elsewhere. Ties
+break by position in the index (chunk order, or section order in ``fused``), so the ranking is
+a pure function of (index, query). Cost: matrix-vector products over the chunk and sentence
+vectors plus one BM25 pass (see tests/bench_retrieval.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from rag_contract.answering.grounding import content_words
 from rag_contract.index.store import Index
 
-MODES = ("dense", "lexical", "hybrid")
+MODES = ("dense", "lexical", "hybrid", "fused")
+FUSION_FEATURES = ("dense", "sentence", "lexical", "title", "dense_gap", "sentence_gap")
 
 
 @dataclass(frozen=True)
@@ -24,7 +33,7 @@ class Hit:
     section_id: str
     title: str
     score: float
-    chunk_id: str
+    chunk_id: str | None  # the best chunk; None where a section is scored as a whole (fused)
 
 
 def _order(scores: np.ndarray) -> np.ndarray:
@@ -50,9 +59,54 @@ def chunk_scores(index: Index, query_text: str, query_vector: np.ndarray | None,
     raise ValueError(f"unknown retrieval mode {mode!r}; known: {list(MODES)}")
 
 
-def rank_sections(
-    index: Index, query_text: str, query_vector: np.ndarray | None, mode: str, k: int, rrf_k: int = 60
+def _per_section(index: Index, values: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    out = np.full(len(index.section_order), -1.0, dtype=np.float64)
+    np.maximum.at(out, owner, values.astype(np.float64))
+    return out
+
+
+def section_features(index: Index, query_text: str, query_vector: np.ndarray) -> np.ndarray:
+    """(sections x FUSION_FEATURES), rows in ``index.section_order``."""
+    dense = _per_section(index, index.vectors @ query_vector, index.chunk_owner)
+    sentence = _per_section(index, index.sentence_vectors @ query_vector, index.sentence_owner)
+    bm25 = _per_section(index, index.lexical.scores(query_text), index.chunk_owner)
+    lexical = np.maximum(bm25, 0.0) / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
+    terms = set(content_words(query_text))
+    w = index.weights
+    total = sum(w(t) for t in terms) or 1.0
+    title = np.array([sum(w(t) for t in terms & tt) / total for tt in index.title_terms])
+    return np.stack([dense, sentence, lexical, title, dense - dense.max(), sentence - sentence.max()], axis=1)
+
+
+def fused_scores(index: Index, query_text: str, query_vector: np.ndarray, fusion: Mapping[str, float]) -> np.ndarray:
+    weights = np.array([fusion[f] for f in FUSION_FEATURES])
+    return section_features(index, query_text, query_vector) @ weights
+
+
+def _rank_fused(
+    index: Index, query_text: str, query_vector: np.ndarray | None, k: int, fusion: Mapping[str, float] | None
 ) -> tuple[Hit, ...]:
+    if query_vector is None or fusion is None:
+        raise ValueError("fused retrieval needs a query vector and the fusion weights")
+    scores = fused_scores(index, query_text, query_vector, fusion)
+    hits = []
+    for i in _order(scores)[:k]:
+        sid = index.section_order[i]
+        hits.append(Hit(sid, index.sections[sid].title, float(scores[i]), None))
+    return tuple(hits)
+
+
+def rank_sections(
+    index: Index,
+    query_text: str,
+    query_vector: np.ndarray | None,
+    mode: str,
+    k: int,
+    rrf_k: int = 60,
+    fusion: Mapping[str, float] | None = None,
+) -> tuple[Hit, ...]:
+    if mode == "fused":
+        return _rank_fused(index, query_text, query_vector, k, fusion)
     scores = chunk_scores(index, query_text, query_vector, mode, rrf_k)
     hits: list[Hit] = []
     seen: set[str] = set()

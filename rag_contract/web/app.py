@@ -52,7 +52,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from rag_contract.answering.drafting import DraftError
-from rag_contract.answering.free_text import AskRejected, read_question
+from rag_contract.answering.free_text import AskRejected, read_question, validate_question
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
 from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
@@ -296,7 +296,7 @@ def _page(web: WebState, name: str, status_code: int, version: str | None = None
     headers = dict(_PAGE_HEADERS)
     if version:
         headers[VERSION_HEADER] = version
-    html = web.templates.get_template(name).render(**context)
+    html = web.templates.get_template(name).render(max_chars=web.max_question_chars, **context)
     return HTMLResponse(html, status_code=status_code, headers=headers)
 
 
@@ -347,6 +347,30 @@ async def post_ask(request: Request) -> Response:
         return _json(exc.as_dict(), exc.status)
     outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
+
+
+async def get_ask_page(request: Request) -> Response:
+    """The front page's question box: a plain GET form (answering is safe and repeatable, so a
+    person can bookmark or share the answer), screened and answered exactly as ``POST /ask``."""
+    web = _web(request)
+    raw = request.query_params.get("q")
+    if raw is None:
+        return _page(web, "ask.html", 200, asked=None, error=None)
+    try:
+        question = validate_question({"question": raw}, web.max_question_chars)
+    except AskRejected as exc:
+        return _page(web, "ask.html", exc.status, asked=raw, error=exc.as_dict())
+    outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
+    return _page(
+        web,
+        "question.html",
+        outcome.http_status,
+        outcome.index_version,
+        a=outcome.as_dict(),
+        state=state_of(outcome),
+        answerable=True,
+        asked=question,
+    )
 
 
 async def get_section(request: Request) -> Response:
@@ -415,6 +439,7 @@ ROUTES = (
     Route("/questions", get_questions),
     Route("/answer/{qid}", get_answer),
     Route("/ask", post_ask, methods=["POST"]),
+    Route("/ask", get_ask_page, methods=["GET"]),
     Route("/section/{ref}", get_section),
     Route("/", get_index_page),
     Route("/q/{qid}", get_question_page),

@@ -62,12 +62,10 @@ def embedded_vector(embedder: Embedder) -> QueryVector:
     return query_vector
 
 
-def extractive_drafter(thresholds: Thresholds, index: Index | None = None) -> ExtractiveDrafter:
-    """The free-text drafter, term weights from ``index`` (the one served at startup)."""
+def extractive_drafter(thresholds: Thresholds) -> ExtractiveDrafter:
+    """The free-text drafter as committed (term weights come with each request's index)."""
     d = thresholds.drafting
-    if index is None:
-        return ExtractiveDrafter(d.extractive_min_confidence, d.extractive_max_claims)
-    return ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
+    return ExtractiveDrafter(d.extractive_max_claims, d.evidence_lexical_weight)
 
 
 def build_services(
@@ -100,9 +98,8 @@ def assemble(
     fixed, free = build_services(
         registry,
         project.thresholds,
-        # Drafter.name is settable in the protocol, read-only in the drafters (answering.drafting)
-        fixture_drafter=FixtureDrafter(project.paths.drafts),  # type: ignore[arg-type]
-        ask_drafter=extractive_drafter(project.thresholds, registry.acquire()),  # type: ignore[arg-type]
+        fixture_drafter=FixtureDrafter(project.paths.drafts),
+        ask_drafter=extractive_drafter(project.thresholds),
         embedder=embedder,
         clock=clock,
     )

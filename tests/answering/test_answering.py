@@ -13,6 +13,7 @@ from rag_contract.answering.service import Abandoned, Answer, AnswerState, Servi
 from rag_contract.index.registry import Registry
 from rag_contract.quality.recording import draft_all, write_drafts
 from tests.support.clocks import FakeClock
+from tests.support.thresholds import relevance_always_answers
 
 START = 100.0  # where each test's clock starts; the tests move it by hand
 
@@ -28,7 +29,7 @@ class ScriptedDrafter:
         self.spend_s = spend_s
         self.calls = 0
 
-    def draft(self, question_id, question, passages):
+    def draft(self, question_id, question, passages, query=None):
         self.calls += 1
         if self.clock:
             self.clock.advance(self.spend_s)
@@ -184,7 +185,7 @@ def test_deadline_inside_the_grounding_loop_abandons_never_answers_from_checked_
 
 def test_budget_reports_each_stage(project, index, q):
     a = service(project, index, ScriptedDrafter([])).answer(q.question, q.id)
-    assert list(a.budget.stages) == ["retrieval", "drafting", "grounding"]
+    assert list(a.budget.stages) == ["retrieval", "drafting", "grounding", "relevance"]
     assert a.budget.deadline_ms == project.thresholds.budget.request_deadline_ms
 
 
@@ -196,7 +197,7 @@ def test_a_request_uses_only_the_index_it_acquired(project, index, q, cited):
     other = dataclasses.replace(index, version="bbbbbbbbbbbb")
 
     class SwappingDrafter(ScriptedDrafter):
-        def draft(self, question_id, question, passages):
+        def draft(self, question_id, question, passages, query=None):
             registry.install(other)  # a cutover lands mid-draft
             return super().draft(question_id, question, passages)
 
@@ -214,7 +215,7 @@ def test_committed_drafts_rerecord_byte_for_byte(project, index, tmp_path, root)
     committed = root / "eval" / "fixtures" / "drafts"
     first = read_draft(next(committed.glob("*.json")))
     d = project.thresholds.drafting
-    drafter = ExtractiveDrafter.for_index(index, d.extractive_min_confidence, d.extractive_max_claims)
+    drafter = ExtractiveDrafter(d.extractive_max_claims, d.evidence_lexical_weight)
     write_drafts(draft_all(index, project.thresholds, drafter, project.questions.questions, first.recorded), tmp_path)
     names = sorted(p.name for p in committed.glob("*.json"))
     assert names == sorted(p.name for p in tmp_path.glob("*.json"))
@@ -245,8 +246,10 @@ def test_fixture_replay_reruns_grounding(project, index, q, tmp_path):
     strict = dataclasses.replace(
         project.thresholds, grounding=dataclasses.replace(project.thresholds.grounding, coverage_floor=1.0)
     )
-    loose = dataclasses.replace(
-        project.thresholds, grounding=dataclasses.replace(project.thresholds.grounding, coverage_floor=0.0)
+    loose = relevance_always_answers(
+        dataclasses.replace(
+            project.thresholds, grounding=dataclasses.replace(project.thresholds.grounding, coverage_floor=0.0)
+        )
     )
     assert (
         Service(Registry(index), strict, FixtureDrafter(tmp_path)).answer(q.question, q.id).state

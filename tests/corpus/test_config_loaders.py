@@ -51,7 +51,7 @@ def test_committed_thresholds_load():
         (
             "retrieval.serving_mode",
             "semantic",
-            r"retrieval.serving_mode: must be one of \['dense', 'lexical', 'hybrid'\]",
+            r"retrieval.serving_mode: must be one of \['dense', 'lexical', 'hybrid', 'fused'\]",
         ),
         ("retrieval.floors.recall@1", 1.5, r"retrieval.floors.recall@1: must be between 0.0 and 1.0"),
         ("retrieval.ceilings.q01", 0, r"retrieval.ceilings.q01: must be > 0"),

@@ -115,43 +115,39 @@ def test_a_stale_retrieval_report_fails_the_report_check_alone(copy):
     assert "modes.hybrid.mrr: committed 0.9" in red["report/retrieval"]
 
 
-def _quote_draft(root: Path, qid: str) -> None:
-    """Rewrite a refusal's recorded draft to quote a passage it is offered: it will land grounded."""
-    from rag_contract.answering.drafting import sentences
-    from rag_contract.answering.service import consult
-    from rag_contract.index.store import load_index
-    from rag_contract.project import load_project
-
-    project = load_project(root)
-    index = load_index(root / "index")
-    q = project.questions.get(qid)
-    top = consult(index, project.thresholds, q.question, index.question_vectors[q.question])[0]
-    sentence = next(s for s in sentences(index.section(top.section_id).text) if len(s.split()) > 8)
-    path = root / "eval" / "fixtures" / "drafts" / f"{qid}.json"
-    draft = json.loads(path.read_text())
-    draft["claims"] = [{"text": sentence, "section_id": top.section_id}]
-    path.write_text(json.dumps(draft, indent=1))
-
-
 def test_an_unanswerable_question_answered_fails_its_refusal_check(copy, project):
-    agreeing = next(q.id for q in project.questions.refusals if q.expected_state == "unsupported")
-    _quote_draft(copy, agreeing)
+    # The regression: a relevance fit that lets everything through (a bias of +100). Grounding
+    # still passes every quoted claim, so only the refusal items and the answer bars can see it.
+    edit_thresholds(copy, lambda t: t["relevance"]["weights"].__setitem__("bias", 100.0))
     red = failing(copy)
-    assert {f"answers/refusal/{agreeing}", "answers/max_answered_unanswerable", "report/answers"} <= set(red)
-    assert set(red) <= {
-        f"answers/refusal/{agreeing}",
-        "answers/max_answered_unanswerable",
-        "report/answers",
-        "answers/min_state_agreement",
-    }
+    refusals = {k for k in red if k.startswith("answers/refusal/")}
+    assert refusals and "answers/max_answered_unanswerable" in red
+    assert set(red) - refusals <= {"answers/max_answered_unanswerable", "answers/min_state_agreement", "report/answers"}
+    agreeing = sorted(k.rsplit("/", 1)[1] for k in refusals)[0]
     assert agreeing in red["answers/max_answered_unanswerable"]
+    assert "so the service answered more than the corpus supports" in red[f"answers/refusal/{agreeing}"]
+
+
+def test_a_known_overanswered_refusal_held_below_its_state_fails_alone(copy, project):
+    held = project.thresholds.answers.known_overanswered
+    qid = next(q for q, state in held.items() if state == "grounded")
+    edit_thresholds(copy, lambda t: t["answers"]["known_overanswered"].__setitem__(qid, "partial"))
+    red = failing(copy)
+    assert set(red) == {f"answers/refusal/{qid}"}
+    assert "landed in grounded" in red[f"answers/refusal/{qid}"]
+
+
+def test_dropping_a_known_overanswered_entry_fails_its_refusal_check(copy, project):
+    qid = next(iter(project.thresholds.answers.known_overanswered))
+    edit_thresholds(copy, lambda t: t["answers"]["known_overanswered"].__delitem__(qid))
+    assert set(failing(copy)) == {f"answers/refusal/{qid}"}
 
 
 def test_a_grounded_rate_bar_above_the_measured_rate_fails_alone(copy):
     edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_grounded_rate", 0.9))
     red = failing(copy)
     assert set(red) == {"answers/min_grounded_rate"}
-    assert "not grounded: q01" in red["answers/min_grounded_rate"]
+    assert "not grounded: q" in red["answers/min_grounded_rate"]
 
 
 def test_a_state_agreement_floor_above_the_measured_value_fails_alone(copy):

@@ -39,6 +39,7 @@ from tests.support.apps import FROZEN, fresh_status, generous, make_app
 from tests.support.clocks import jump_clock
 
 ANSWER_KEYS = {
+    "relevance",
     "question_id",
     "question",
     "state",
@@ -64,7 +65,7 @@ class SpyDrafter:
         self.name = inner.name
         self.calls = 0
 
-    def draft(self, question_id, question, passages):
+    def draft(self, question_id, question, passages, query=None):
         self.calls += 1
         return self.inner.draft(question_id, question, passages)
 
@@ -252,7 +253,7 @@ def test_unknown_ids_and_paths_are_json_404(client, path):
 
 
 def test_wrong_method_is_405_json(client):
-    r = client.get("/ask")
+    r = client.put("/ask")
     assert r.status_code == 405
     assert r.json()["error"] == "http_error"
 

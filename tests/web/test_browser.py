@@ -22,6 +22,7 @@ import subprocess
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -78,9 +79,12 @@ def _flags(profile: Path) -> list[str]:
     ]
 
 
-def dump_dom(chromium: str, url: str, profile: Path) -> str:
+def dump_dom(chromium: str, url: str, profile: Path, extra: list[str] | None = None) -> str:
     done = subprocess.run(
-        [chromium, *_flags(profile), "--dump-dom", url], capture_output=True, text=True, timeout=TIMEOUT_S
+        [chromium, *_flags(profile), *(extra or []), "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "<html" in done.stdout, done.stderr[-2000:]
@@ -180,3 +184,23 @@ def test_a_question_page_shows_state_claims_and_version(chromium, served, tmp_pa
     if os.environ.get("UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, SCREENSHOT)
+
+
+def test_the_question_box_answers_without_javascript(chromium, served, tmp_path):
+    front, _ = seen(dump_dom(chromium, f"{served.url}/", tmp_path / "profile"))
+    assert "Ask the corpus a question" in front
+    dom = httpx.get(f"{served.url}/", timeout=TIMEOUT_S).text
+    assert 'method="get" action="/ask"' in dom and 'name="q"' in dom  # a plain form: no script involved
+    # What the browser requests when the form is submitted; neither page carries any script.
+    asked = "What does the Partitioned attribute of a cookie do?"
+    url = f"{served.url}/ask?" + urlencode({"q": asked})
+    assert "<script" not in dom and "<script" not in httpx.get(url, timeout=TIMEOUT_S).text
+    flags: list[str] = []
+    text, by_id = seen(dump_dom(chromium, url, tmp_path / "profile-ask", flags))
+    assert by_id["state"] == "unsupported"
+    assert "the question names 'Partitioned', which the corpus never contains" in by_id["relevance"]
+    assert "Withdrawn claims" in text and "rule relevance" in text
+    assert asked in text
+    answered, by_id = seen(dump_dom(chromium, f"{served.url}/ask?" + urlencode({"q": "How do I write an IPv6 "
+                                    "address as the host of a URL?"}), tmp_path / "profile-2", flags))  # fmt: skip
+    assert by_id["state"] in ("grounded", "partial") and "cites rfc3986#3.2.2" in answered

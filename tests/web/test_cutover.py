@@ -88,7 +88,7 @@ class BlockingDrafter:
         self.gate = gate
         self.name = inner.name
 
-    def draft(self, question_id, question, passages):
+    def draft(self, question_id, question, passages, query=None):
         self.gate.hold()
         return self.inner.draft(question_id, question, passages)
 
@@ -102,9 +102,7 @@ def _answer_into(out: dict, service: Service, question) -> None:
 
 def assert_completes_on_old_version(service_factory: ServiceFactory, index_a, index_b, thresholds, question) -> None:
     """In both windows: the answer reports A although B was installed while it ran."""
-    drafter = ExtractiveDrafter(
-        thresholds.drafting.extractive_min_confidence, thresholds.drafting.extractive_max_claims
-    )
+    drafter = ExtractiveDrafter(thresholds.drafting.extractive_max_claims, thresholds.drafting.evidence_lexical_weight)
     for window in ("after acquire, inside query_vector", "mid-draft, inside draft()"):
         gate = Gate()
         registry = Registry(index_a)

@@ -1,0 +1,199 @@
+"""Relevance: do the claims that survived grounding address the question that was asked?
+
+Grounding says a claim is in its passage; it cannot say the claim answers the question (an answer
+about the Secure attribute is grounded, and no answer about the Partitioned attribute). This check
+is answer-level, deterministic and model-free at request time. Its four features:
+
+- ``similarity``: the best cosine between the question's vector and the index vector of a kept
+  claim's sentence. A claim is matched to the sentences of its cited section whose content words
+  it contains (``MATCH_SHARE``); a claim matched to none contributes nothing, so a paraphrase the
+  check cannot place is never vouched for by meaning;
+- ``coverage``: the IDF-weighted share of the question's content words that the kept claims (or
+  the titles of the sections they cite) contain;
+- ``unseen``: the IDF-weighted share of the question's content words the corpus never uses;
+- ``section``: the best cosine between the question's vector and a chunk of a section a kept claim
+  cites (the claim's context: a sentence alone can say too little to look relevant).
+
+One rule needs no fitting: a question that names a protocol element by its shape (a field name
+such as ``Clear-Site-Data``, an attribute or parameter such as ``SameSite`` or ``__Host-``) or
+by the kind of element it calls it ("the Partitioned attribute") that the corpus never contains
+cannot be answered by it, whatever the claims say: quoting the neighbouring elements would
+answer a question nobody asked. Its verdict is ``off_topic``, and the reason names the element.
+Custom ``X-`` fields are an engineer's own context, not a standard's, and are left out.
+
+``logit = bias + sum(weight x feature)`` with weights in eval/thresholds.yaml (``relevance``),
+fitted with cross-validation by ``rag-contract calibrate``. At or above ``answer_at`` the verdict
+is ``answers``; below ``refuse_below`` it is ``off_topic`` (the kept claims are withdrawn under
+rule ``relevance`` and the answer is a refusal); in between it is ``stops_short`` (the answer is
+partial). Every verdict names the question's weightiest words that no kept claim addresses and,
+among them, those the corpus never contains.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rag_contract.answering.grounding import Verdict, content_words
+from rag_contract.config.thresholds import RelevanceConfig
+from rag_contract.index.store import Index
+from rag_contract.retrieval.terms import coverage
+
+ANSWERS = "answers"
+STOPS_SHORT = "stops_short"
+OFF_TOPIC = "off_topic"
+RULE_RELEVANCE = "relevance"
+MATCH_SHARE = 0.6  # share of a sentence's content words a claim must contain to stand for it
+NAMED_TERMS = 3  # how many unaddressed words a verdict names
+
+
+@dataclass(frozen=True)
+class Features:
+    similarity: float
+    coverage: float
+    unseen: float
+    section: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "similarity": self.similarity,
+            "coverage": self.coverage,
+            "unseen": self.unseen,
+            "section": self.section,
+        }
+
+
+@dataclass(frozen=True)
+class Relevance:
+    verdict: str  # answers | stops_short | off_topic
+    logit: float
+    features: Features
+    unaddressed: tuple[str, ...]  # the question's weightiest words no kept claim contains
+    absent: tuple[str, ...]  # of those, the words the corpus never uses
+    unknown: tuple[str, ...] = ()  # protocol elements the question names and the corpus never contains
+
+    def reason(self) -> str:
+        if self.verdict == ANSWERS:
+            return "the kept claims address the question"
+        parts = []
+        if self.unknown:
+            parts.append(
+                "the question names " + ", ".join(f"'{t}'" for t in self.unknown) + ", which the corpus never contains"
+            )
+        if self.unaddressed:
+            parts.append("no kept claim addresses " + ", ".join(f"'{t}'" for t in self.unaddressed))
+        if self.absent:
+            parts.append("the corpus never uses " + ", ".join(f"'{t}'" for t in self.absent))
+        what = "the claims stop short of the question" if self.verdict == STOPS_SHORT else "the claims are off topic"
+        return what + (": " + "; ".join(parts) if parts else "")
+
+    def as_dict(self) -> dict:
+        return {
+            "verdict": self.verdict,
+            "logit": round(self.logit, 4),
+            "features": {k: round(v, 4) for k, v in self.features.as_dict().items()},
+            "unaddressed": list(self.unaddressed),
+            "absent": list(self.absent),
+            "unknown": list(self.unknown),
+            "reason": self.reason(),
+        }
+
+
+def claim_similarity(index: Index, verdict: Verdict, query_vector: np.ndarray | None) -> float:
+    if query_vector is None:
+        return 0.0
+    claim_terms = set(content_words(verdict.claim.text))
+    best = 0.0
+    for row in index.sentences_of(verdict.claim.section_id):
+        terms = set(content_words(index.sentences[row].text))
+        if terms and len(terms & claim_terms) >= MATCH_SHARE * len(terms):
+            best = max(best, float(index.sentence_vectors[row] @ query_vector))
+    return best
+
+
+def addressed_terms(kept: Sequence[Verdict], index: Index) -> set[str]:
+    """The words the kept claims say, with the titles of the sections they cite."""
+    out: set[str] = set()
+    for v in kept:
+        out |= set(content_words(v.claim.text))
+        if v.claim.section_id in index.sections:
+            out |= set(content_words(index.section(v.claim.section_id).title))
+    return out
+
+
+def features(question: str, query_vector: np.ndarray | None, kept: Sequence[Verdict], index: Index) -> Features:
+    terms = set(content_words(question))
+    w = index.weights
+    addressed = addressed_terms(kept, index)
+    similarity = max((claim_similarity(index, v, query_vector) for v in kept), default=0.0)
+    unseen = coverage(terms, {t for t in terms if not w.known(t)}, w)
+    section = 0.0
+    if query_vector is not None:
+        rows = [i for sid in {v.claim.section_id for v in kept} for i in index.chunks_of(sid)]
+        section = float((index.vectors[rows] @ query_vector).max()) if rows else 0.0
+    return Features(round(similarity, 6), round(coverage(terms, addressed, w), 6), round(unseen, 6), round(section, 6))
+
+
+def logit(f: Features, weights: Mapping[str, float]) -> float:
+    return (
+        weights["bias"]
+        + weights["similarity"] * f.similarity
+        + weights["coverage"] * f.coverage
+        + weights["unseen"] * f.unseen
+        + weights["section"] * f.section
+    )
+
+
+# Field-name case (Clear-Site-Data), an inner capital (SameSite, includeSubDomains), or a leading
+# double underscore (__Host-): the shapes standards give the names of their elements.
+_ELEMENT = re.compile(
+    r"(?<![\w-])(__[A-Za-z][\w-]*|[A-Z][a-z0-9]+(?:-[A-Z][A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z]*|[A-Z][a-z]+[A-Z][A-Za-z]*)(?![\w])"
+)
+
+
+# A capitalised word the question sets before the kind of element it is ("the Partitioned
+# attribute", "which Schema keyword"), not at the start of a sentence: the name of an element.
+_NAMED_AS = re.compile(
+    r"(?<![.?!:]\s)(?<=\s)([A-Z][A-Za-z0-9]*)\s+"
+    r"(?:attribute|directive|header|field|parameter|scheme|method|coding|keyword|prefix)s?\b"
+)
+
+
+def unknown_elements(question: str, index: Index) -> tuple[str, ...]:
+    out: dict[str, str] = {}
+    for m in _ELEMENT.finditer(question):
+        name = m.group(1)
+        key = name.lower().rstrip("-")
+        if name[:2].upper() not in ("X-", "X_") and key not in index.vocabulary:
+            out.setdefault(key, name)
+    for m in _NAMED_AS.finditer(question):
+        # spelled as the question spells it: "partitioned" as a word is no "Partitioned" attribute
+        if m.group(1) not in index.spellings:
+            out.setdefault(m.group(1).lower(), m.group(1))
+    return tuple(out.values())
+
+
+def verdict_for(score: float, config: RelevanceConfig, unknown: Sequence[str] = ()) -> str:
+    if unknown:
+        return OFF_TOPIC
+    if score >= config.answer_at:
+        return ANSWERS
+    return STOPS_SHORT if score >= config.refuse_below else OFF_TOPIC
+
+
+def assess(
+    question: str, query_vector: np.ndarray | None, kept: Sequence[Verdict], index: Index, config: RelevanceConfig
+) -> Relevance:
+    f = features(question, query_vector, kept, index)
+    score = logit(f, config.weights)
+    w = index.weights
+    said = addressed_terms(kept, index)
+    # weightiest first; ties in question order, so the reason reads the same every time
+    ordered = sorted(dict.fromkeys(content_words(question)), key=lambda t: -w(t))
+    unaddressed = tuple(t for t in ordered if t not in said)[:NAMED_TERMS]
+    absent = tuple(t for t in unaddressed if not w.known(t))
+    unknown = unknown_elements(question, index)
+    return Relevance(verdict_for(score, config, unknown), score, f, unaddressed, absent, unknown)

@@ -1,0 +1,381 @@
+"""Calibration that holds on unseen questions: every fitted weight and threshold, fitted with
+k-fold cross-validation and reported out of fold beside in sample.
+
+What is fitted (all of it committed to eval/thresholds.yaml from the fit on every question):
+
+- ``retrieval.fusion``: the weights of the fused section score (``retrieval.ranking``), a
+  class-balanced logistic regression of "is an expected section" over each answerable question's
+  candidate sections;
+- ``drafting.evidence_lexical_weight``: from ``LEXICAL_WEIGHTS``, the one whose drafts cite an
+  expected section most often on the training questions;
+- ``relevance.weights``: a class-balanced logistic regression of "an answerable question whose
+  kept claims cite an expected section" against everything else, on the relevance features;
+- ``relevance.answer_at``: the logit that maximises correct answers minus
+  ``FALSE_ANSWER_COST`` x unanswerable questions answered, on the training questions;
+- ``relevance.refuse_below``: the logit (at most ``answer_at``) that puts most training refusals
+  in their annotated state (partial between the two, unsupported below).
+
+Folds are stratified (answerable / unanswerable) and assigned by a hash of the question id, so
+they are the same on every machine and a new question does not reshuffle the others. Each fold's
+parameters are fitted on the other folds alone and scored on it; the report gives the pooled
+out-of-fold figures, the in-sample figures of the full fit, and both broken down by RFC and by
+phrasing style. Everything is numpy arithmetic over committed vectors: the same inputs give the
+same report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from rag_contract.answering.drafting import ExtractiveDrafter
+from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, Features, logit, verdict_for
+from rag_contract.answering.service import Service
+from rag_contract.config.questions import Question
+from rag_contract.config.thresholds import FUSION_FEATURES, RELEVANCE_FEATURES, RelevanceConfig, Thresholds
+from rag_contract.embedders import make_embedder
+from rag_contract.index.registry import Registry
+from rag_contract.index.store import Index
+from rag_contract.project import Project
+from rag_contract.quality.evaluation import vectors_for
+from rag_contract.retrieval.ranking import section_features
+
+FOLDS = 5
+LEXICAL_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
+# An unanswerable question answered as if the corpus said so costs as much as this many
+# answerable questions left unanswered: inventing is worse than declining, by a margin set here
+# (docs/adr/0003-relevance-and-calibration.md shows what 4, 8 and 16 trade).
+FALSE_ANSWER_COST = 8.0
+CANDIDATES = 40  # sections per question the fusion fit compares the expected ones against
+ITERATIONS = 400
+LEARNING_RATE = 0.5
+L2 = 1e-3
+DIGITS = 4
+
+
+# --- folds and logistic regression ------------------------------------------------------------
+
+
+def folds(questions: Sequence[Question]) -> dict[str, int]:
+    """Stratified by answerability, ordered by a hash of the id, dealt round-robin."""
+    out: dict[str, int] = {}
+    for stratum in (True, False):
+        ids = sorted(
+            (q.id for q in questions if q.answerable is stratum), key=lambda i: hashlib.sha256(i.encode()).hexdigest()
+        )
+        out.update({qid: n % FOLDS for n, qid in enumerate(ids)})
+    return out
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """Class-balanced logistic regression by plain gradient descent (fixed steps, so repeatable);
+    returns weights and bias on the *raw* features."""
+    mu = x.mean(axis=0)
+    sd = x.std(axis=0)
+    sd[sd == 0] = 1.0
+    z = (x - mu) / sd
+    pos = max(y.sum(), 1.0)
+    neg = max(len(y) - y.sum(), 1.0)
+    sample = np.where(y > 0, len(y) / (2 * pos), len(y) / (2 * neg))
+    w = np.zeros(z.shape[1])
+    b = 0.0
+    for _ in range(ITERATIONS):
+        p = 1.0 / (1.0 + np.exp(-(z @ w + b)))
+        g = (p - y) * sample
+        w -= LEARNING_RATE * (z.T @ g / len(y) + L2 * w)
+        b -= LEARNING_RATE * float(g.mean())
+    raw = w / sd
+    return raw, float(b - raw @ mu)
+
+
+# --- retrieval fusion ---------------------------------------------------------------------------
+
+
+def fit_fusion(index: Index, questions: Sequence[Question], vectors: Mapping[str, np.ndarray]) -> dict[str, float]:
+    position = {sid: i for i, sid in enumerate(index.section_order)}
+    xs, ys = [], []
+    for q in questions:
+        f = section_features(index, q.question, vectors[q.question])
+        expected = [position[s] for s in q.expected]
+        by_dense = np.argsort(-f[:, 0], kind="stable")[:CANDIDATES]
+        by_lexical = np.argsort(-f[:, 2], kind="stable")[:CANDIDATES]
+        rows = np.union1d(np.union1d(by_dense, by_lexical), expected)
+        xs.append(f[rows])
+        ys.append(np.isin(rows, expected).astype(float))
+    w, _ = fit_logistic(np.concatenate(xs), np.concatenate(ys))
+    return {name: round(float(v), DIGITS) for name, v in zip(FUSION_FEATURES, w, strict=True)}
+
+
+def expected_rank(index: Index, q: Question, vector: np.ndarray, fusion: Mapping[str, float]) -> int:
+    scores = section_features(index, q.question, vector) @ np.array([fusion[f] for f in FUSION_FEATURES])
+    order = np.lexsort((np.arange(len(scores)), -scores))
+    ranks = np.empty(len(scores), dtype=np.int64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    position = {sid: i for i, sid in enumerate(index.section_order)}
+    return int(min(ranks[position[s]] for s in q.expected))
+
+
+# --- answering rows -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One question answered under some parameters, before the relevance thresholds decide."""
+
+    id: str
+    answerable: bool
+    expected_state: str | None
+    features: Features | None  # None: no claim survived grounding
+    unknown: bool  # the question names a protocol element the corpus never contains
+    all_kept: bool
+    cites_expected: bool
+
+
+def with_params(t: Thresholds, fusion: Mapping[str, float], lexical_weight: float) -> Thresholds:
+    return replace(
+        t,
+        retrieval=replace(t.retrieval, serving_mode="fused", fusion=dict(fusion)),
+        drafting=replace(t.drafting, evidence_lexical_weight=lexical_weight),
+    )
+
+
+def answer_rows(
+    index: Index, thresholds: Thresholds, questions: Sequence[Question], query_vector: Callable
+) -> list[Row]:
+    service = Service(
+        Registry(index),
+        thresholds,
+        ExtractiveDrafter(thresholds.drafting.extractive_max_claims, thresholds.drafting.evidence_lexical_weight),
+        query_vector=query_vector,
+    )
+    rows = []
+    for q in questions:
+        d = service.deliberate(q.question, q.id)
+        kept = [v for v in d.verdicts if v.kept] if d else []
+        rows.append(
+            Row(
+                q.id,
+                q.answerable,
+                q.expected_state,
+                d.relevance.features if d and d.relevance else None,
+                bool(d and d.relevance and d.relevance.unknown),
+                d is not None and len(kept) == len(d.verdicts),
+                q.answerable and any(v.claim.section_id in q.expected for v in kept),
+            )
+        )
+    return rows
+
+
+def state_of(row: Row, config: RelevanceConfig) -> str:
+    """The state ``Service.answer`` reaches for this row under ``config`` (``service.decide``)."""
+    if row.features is None:
+        return "unsupported"
+    verdict = verdict_for(logit(row.features, config.weights), config, ("unknown",) if row.unknown else ())
+    if verdict == OFF_TOPIC:
+        return "unsupported"
+    return "grounded" if verdict == ANSWERS and row.all_kept else "partial"
+
+
+# --- relevance --------------------------------------------------------------------------------
+
+
+def _features(rows: Sequence[Row]) -> np.ndarray:
+    return np.array(
+        [
+            [r.features.similarity, r.features.coverage, r.features.unseen, r.features.section]
+            for r in rows
+            if r.features
+        ]
+    )
+
+
+def fit_relevance(rows: Sequence[Row], false_answer_cost: float = FALSE_ANSWER_COST) -> RelevanceConfig:
+    scored = [r for r in rows if r.features is not None]
+    w, b = fit_logistic(_features(scored), np.array([float(r.cites_expected) for r in scored]))
+    weights = {"bias": round(b, DIGITS)} | {
+        name: round(float(v), DIGITS) for name, v in zip(RELEVANCE_FEATURES[1:], w, strict=True)
+    }
+    z = np.array([logit(r.features, weights) for r in scored if r.features])
+    cuts = sorted({round(float(v), DIGITS) for v in z})
+
+    def gain(t: float) -> float:
+        answered = (z >= t) & ~np.array([r.unknown for r in scored])
+        correct = sum(1 for r, a in zip(scored, answered, strict=True) if a and r.cites_expected and r.all_kept)
+        false = sum(1 for r, a in zip(scored, answered, strict=True) if a and not r.answerable and r.all_kept)
+        return correct - false_answer_cost * false
+
+    # the most conservative of the best cuts: ties go to the higher threshold
+    answer_at = max(cuts, key=lambda t: (gain(t), t)) if cuts else 0.0
+
+    def agreement(t: float) -> float:
+        config = RelevanceConfig(weights, answer_at, t)
+        refusals = [r for r in rows if not r.answerable]
+        right = sum(state_of(r, config) == r.expected_state for r in refusals)
+        shown = sum(state_of(r, config) != "unsupported" for r in rows if r.cites_expected)
+        return right + 0.5 * shown
+
+    below = [t for t in cuts if t <= answer_at] or [answer_at]
+    refuse_below = max(below, key=lambda t: (agreement(t), -t))
+    return RelevanceConfig(weights, answer_at, refuse_below)
+
+
+# --- the whole fit ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Params:
+    fusion: Mapping[str, float]
+    lexical_weight: float
+    relevance: RelevanceConfig
+
+    def as_dict(self) -> dict:
+        return {
+            "retrieval.fusion": dict(self.fusion),
+            "drafting.evidence_lexical_weight": self.lexical_weight,
+            "relevance.weights": dict(self.relevance.weights),
+            "relevance.answer_at": self.relevance.answer_at,
+            "relevance.refuse_below": self.relevance.refuse_below,
+        }
+
+
+def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_ANSWER_COST) -> dict:
+    questions = project.questions.questions
+    embedder = None
+
+    def embed(texts: list[str]) -> np.ndarray:
+        nonlocal embedder
+        embedder = embedder or make_embedder(index.embedder_name)
+        return embedder.embed(texts)
+
+    vectors = vectors_for(index, questions, embed)
+
+    def query_vector(_index: Index, text: str) -> np.ndarray:
+        return vectors[text]
+
+    assignment = folds(questions)
+    oof_rows: dict[str, Row] = {}
+    oof_states: dict[str, str] = {}
+    oof_ranks: dict[str, int] = {}
+    oof_logits: dict[str, float | None] = {}
+    per_fold = []
+    for f in range(FOLDS):
+        train = [q for q in questions if assignment[q.id] != f]
+        test = [q for q in questions if assignment[q.id] == f]
+        params, rows_by_weight = _fit(
+            index, project.thresholds, train, questions, vectors, query_vector, false_answer_cost
+        )
+        per_fold.append(params.as_dict())
+        test_ids = {q.id for q in test}
+        for r in rows_by_weight[params.lexical_weight]:
+            if r.id in test_ids:
+                oof_rows[r.id] = r
+                oof_states[r.id] = state_of(r, params.relevance)
+                oof_logits[r.id] = round(logit(r.features, params.relevance.weights), DIGITS) if r.features else None
+        for q in test:
+            if q.answerable:
+                oof_ranks[q.id] = expected_rank(index, q, vectors[q.question], params.fusion)
+    full, rows_by_weight = _fit(
+        index, project.thresholds, questions, questions, vectors, query_vector, false_answer_cost
+    )
+    in_rows = {r.id: r for r in rows_by_weight[full.lexical_weight]}
+    in_states = {qid: state_of(r, full.relevance) for qid, r in in_rows.items()}
+    in_ranks = {q.id: expected_rank(index, q, vectors[q.question], full.fusion) for q in questions if q.answerable}
+    in_logits = {
+        qid: round(logit(r.features, full.relevance.weights), DIGITS) if r.features else None
+        for qid, r in in_rows.items()
+    }
+    return {
+        "index_version": index.version,
+        "question_fingerprint": project.questions.fingerprint,
+        "folds": FOLDS,
+        "false_answer_cost": false_answer_cost,
+        "params": full.as_dict(),
+        "fold_params": per_fold,
+        "out_of_fold": summary(questions, oof_rows, oof_states, oof_ranks, project.thresholds.retrieval.top_k),
+        "in_sample": summary(questions, in_rows, in_states, in_ranks, project.thresholds.retrieval.top_k),
+        "questions": [
+            {
+                "id": q.id,
+                "fold": assignment[q.id],
+                "oof_state": oof_states[q.id],
+                "in_sample_state": in_states[q.id],
+                "oof_logit": oof_logits[q.id],
+                "in_sample_logit": in_logits[q.id],
+                "oof_cites_expected": oof_rows[q.id].cites_expected,
+                "in_sample_cites_expected": in_rows[q.id].cites_expected,
+                **({"oof_rank": oof_ranks[q.id], "in_sample_rank": in_ranks[q.id]} if q.answerable else {}),
+            }
+            for q in questions
+        ],
+    }
+
+
+def _fit(
+    index: Index,
+    thresholds: Thresholds,
+    train: Sequence[Question],
+    everyone: Sequence[Question],
+    vectors: Mapping[str, np.ndarray],
+    query_vector: Callable,
+    false_answer_cost: float,
+) -> tuple[Params, dict[float, list[Row]]]:
+    fusion = fit_fusion(index, [q for q in train if q.answerable], vectors)
+    train_ids = {q.id for q in train}
+    rows_by_weight = {
+        lw: answer_rows(index, with_params(thresholds, fusion, lw), everyone, query_vector) for lw in LEXICAL_WEIGHTS
+    }
+
+    def cited(lw: float) -> int:
+        return sum(r.cites_expected for r in rows_by_weight[lw] if r.id in train_ids)
+
+    # ties go to the smaller weight: meaning first, words second
+    lexical_weight = max(LEXICAL_WEIGHTS, key=lambda lw: (cited(lw), -lw))
+    relevance = fit_relevance([r for r in rows_by_weight[lexical_weight] if r.id in train_ids], false_answer_cost)
+    return Params(fusion, lexical_weight, relevance), rows_by_weight
+
+
+def _rate(n: int, d: int) -> float:
+    return round(n / d, DIGITS) if d else 0.0
+
+
+def _answers(qs: Sequence[Question], rows: Mapping[str, Row], states: Mapping[str, str]) -> dict:
+    ans = [q for q in qs if q.answerable]
+    ref = [q for q in qs if not q.answerable]
+    correct = [q.id for q in ans if states[q.id] == "grounded" and rows[q.id].cites_expected]
+    return {
+        "answerable": len(ans),
+        "refusals": len(ref),
+        "grounded_citing_expected": _rate(len(correct), len(ans)),
+        "grounded": _rate(sum(states[q.id] == "grounded" for q in ans), len(ans)),
+        "answered_unanswerable": [q.id for q in ref if states[q.id] == "grounded"],
+        "state_agreement": _rate(sum(states[q.id] == q.expected_state for q in ref), len(ref)),
+    }
+
+
+def _retrieval(qs: Sequence[Question], ranks: Mapping[str, int], k: int) -> dict:
+    r = [ranks[q.id] for q in qs if q.answerable]
+    n = len(r) or 1
+    return {
+        "recall@1": _rate(sum(x <= 1 for x in r), n),
+        "recall@5": _rate(sum(x <= 5 for x in r), n),
+        "recall@10": _rate(sum(x <= k for x in r), n),
+        "mrr": round(sum(1 / x for x in r if x <= k) / n, DIGITS),
+    }
+
+
+def summary(
+    questions: Sequence[Question], rows: Mapping[str, Row], states: Mapping[str, str], ranks: Mapping[str, int], k: int
+) -> dict:
+    def both(qs: Sequence[Question]) -> dict:
+        return {"retrieval": _retrieval(qs, ranks, k), "answers": _answers(qs, rows, states)}
+
+    rfcs = sorted({q.rfcs[0] for q in questions if q.rfcs})
+    styles = sorted({q.style for q in questions if q.style})
+    return {
+        **both(questions),
+        "by_rfc": {rfc: both([q for q in questions if q.rfcs and q.rfcs[0] == rfc]) for rfc in rfcs},
+        "by_style": {s: both([q for q in questions if q.style == s]) for s in styles},
+    }

@@ -1,0 +1,95 @@
+"""Rewriting eval/thresholds.yaml by command, keeping what people wrote in it.
+
+Contract: ``rewrite_thresholds(path, bars, measured_on)`` and ``write_fitted(path, params)`` edit
+the file in place through a round-trip YAML reader, so comments, key order and quoting survive
+and the diff shows only the numbers that moved. The new text is validated by the thresholds
+loader before anything is written: a command cannot commit a file the loader would refuse.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from rag_contract.config.thresholds import parse_thresholds
+
+
+def _load(path: Path) -> tuple[YAML, Any]:
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    return yaml, yaml.load(Path(path).read_text(encoding="utf-8"))
+
+
+def _save(path: Path, yaml: YAML, doc: Any) -> str:
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    text = buf.getvalue()
+    parse_thresholds(YAML(typ="safe").load(text))  # refuse to write a file the loader refuses
+    Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+def write_fitted(path: Path, params: Mapping[str, Any]) -> str:
+    """Set each dotted key (``relevance.answer_at``; a mapping value replaces that block's
+    entries one by one) and return the new text."""
+    yaml, doc = _load(path)
+    for dotted, value in params.items():
+        node = doc
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                node[leaf][k] = v
+        else:
+            node[leaf] = value
+    return _save(path, yaml, doc)
+
+
+def rewrite_thresholds(path: Path, bars: Mapping[str, float | int | str], measured_on: str) -> str:
+    """Write ``bars`` and ``measured_on`` into the thresholds file, keeping its comments and
+    order (ceilings sorted by question id); return the new text. The result is validated by
+    the loader before anything is written."""
+    yaml, doc = _load(path)
+    doc["measured_on"] = measured_on
+    floors = doc["retrieval"]["floors"]
+    ceilings = doc["retrieval"]["ceilings"]
+    for qid in [q for q in ceilings if f"retrieval.ceilings.{q}" not in bars]:
+        del ceilings[qid]
+    wanted = {k.split(".", 2)[2]: v for k, v in bars.items() if k.startswith("retrieval.ceilings.")}
+    # The blank line or comment after the block hangs on its last key: keep it at the end.
+    tail = ceilings.ca.items.pop(list(ceilings)[-1], None) if ceilings else None
+    for qid in sorted(wanted, key=_question_order):
+        if qid in ceilings:
+            ceilings[qid] = wanted[qid]
+        else:
+            ceilings.insert(_position(list(ceilings), qid), qid, wanted[qid])
+    if tail is not None and ceilings:
+        ceilings.ca.items[list(ceilings)[-1]] = tail
+    held = {k.split(".", 2)[2]: v for k, v in bars.items() if k.startswith("answers.known_overanswered.")}
+    if held:
+        doc["answers"]["known_overanswered"] = {q: held[q] for q in sorted(held, key=_question_order)}
+    elif "known_overanswered" in doc["answers"]:
+        del doc["answers"]["known_overanswered"]
+    for key, value in bars.items():
+        if key.startswith("answers.known_overanswered."):
+            continue
+        if key.startswith("retrieval.floors."):
+            floors[key.split(".", 2)[2]] = value
+        elif key.startswith("answers."):
+            doc["answers"][key.split(".", 1)[1]] = value
+    return _save(path, yaml, doc)
+
+
+def _question_order(qid: str) -> tuple[str, int]:
+    head = qid.rstrip("0123456789")
+    return head, int(qid[len(head) :] or 0)
+
+
+def _position(existing: list[str], qid: str) -> int:
+    return sum(1 for q in existing if _question_order(q) < _question_order(qid))

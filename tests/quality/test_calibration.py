@@ -1,0 +1,59 @@
+"""Calibration's pieces: folds, the logistic fit, and the states it predicts being the service's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rag_contract.answering.relevance import Features
+from rag_contract.config.questions import Question
+from rag_contract.config.thresholds import RelevanceConfig
+from rag_contract.quality.calibration import FOLDS, Row, fit_logistic, fit_relevance, folds, state_of
+
+
+def test_folds_are_stratified_deterministic_and_stable_under_additions():
+    qs = [Question(f"q{i}", "x", ("s",)) for i in range(50)] + [
+        Question(f"u{i}", "x", (), answerable=False, expected_state="unsupported", why="w") for i in range(10)
+    ]
+    a = folds(qs)
+    assert a == folds(list(reversed(qs)))
+    for stratum in ("q", "u"):
+        sizes = np.bincount([f for qid, f in a.items() if qid.startswith(stratum)], minlength=FOLDS)
+        assert sizes.max() - sizes.min() <= 1
+    grown = folds(qs + [Question("q999", "x", ("s",))])
+    moved = sum(a[q] != grown[q] for q in a)
+    assert moved < len(a) / 2  # a new question does not reshuffle the rest
+
+
+def test_logistic_fit_separates_a_separable_set_and_returns_raw_weights():
+    x = np.array([[0.0], [0.1], [0.2], [0.8], [0.9], [1.0]])
+    y = np.array([0, 0, 0, 1, 1, 1], dtype=float)
+    w, b = fit_logistic(x, y)
+    z = x @ w + b
+    assert (z[y == 1] > 0).all() and (z[y == 0] < 0).all()
+
+
+def row(qid, answerable, sim, cites=False, expected_state=None, all_kept=True, unknown=False) -> Row:
+    return Row(qid, answerable, expected_state, Features(sim, 0.0, 0.0, 0.0), unknown, all_kept, cites)
+
+
+CONFIG = RelevanceConfig({"bias": 0.0, "similarity": 1.0, "coverage": 0.0, "unseen": 0.0, "section": 0.0}, 0.5, 0.2)
+
+
+def test_state_of_is_the_service_decision():
+    assert state_of(row("q", True, 0.6), CONFIG) == "grounded"
+    assert state_of(row("q", True, 0.6, all_kept=False), CONFIG) == "partial"
+    assert state_of(row("q", True, 0.3), CONFIG) == "partial"
+    assert state_of(row("q", True, 0.1), CONFIG) == "unsupported"
+    assert state_of(row("q", True, 0.9, unknown=True), CONFIG) == "unsupported"
+    assert state_of(Row("q", True, None, None, False, True, False), CONFIG) == "unsupported"
+
+
+def test_the_answer_threshold_refuses_what_an_invented_answer_would_cost():
+    rows = [row(f"q{i}", True, 0.5 + i / 100, cites=True) for i in range(10)]
+    rows += [row("u1", False, 0.58, expected_state="unsupported")]
+    cheap = fit_relevance(rows, false_answer_cost=0.5)
+    dear = fit_relevance(rows, false_answer_cost=100.0)
+    assert state_of(rows[-1], dear) != "grounded" and dear.answer_at > cheap.answer_at
+    assert sum(state_of(r, cheap) == "grounded" for r in rows[:-1]) >= sum(
+        state_of(r, dear) == "grounded" for r in rows[:-1]
+    )
