@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from rag_contract.answering.drafting import DraftError, ExtractiveDrafter, FixtureDrafter
+from rag_contract.answering.drafting import DraftError, ExtractiveDrafter, FixtureDrafter, RecordedOrDrafted
 from rag_contract.answering.free_text import AskRejected, validate_question
 from rag_contract.answering.live_drafter import LiveDrafter, live_drafter_for
 from rag_contract.answering.service import Abandoned
@@ -202,6 +202,12 @@ def cmd_eval_answers(args) -> int:
     project = _project(args)
     index = load_index(project.paths.index)
     fixture, _ = _services(project, index)
+    if args.questions:
+        # A question file of its own: recorded drafts where they exist, drafted otherwise.
+        fallback = (
+            live_drafter_for(project, index) if args.drafter == "live" else extractive_drafter(project.thresholds)
+        )
+        fixture.drafter = RecordedOrDrafted(FixtureDrafter(project.paths.drafts), fallback)
     report = answers_report(fixture, project.questions.questions, index.version)
     text = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
     if not args.questions and not args.no_write:
@@ -341,7 +347,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "eval-answers", help="grounded rate, state agreement, answered-unanswerable; writes eval/results/answers.json"
     )
-    s.add_argument("--questions")
+    s.add_argument("--questions", help="answer this question file instead (not written to results)")
+    s.add_argument(
+        "--drafter",
+        choices=["extractive", "live"],
+        default="extractive",
+        help="with --questions: drafts questions that have no recorded draft (live: paid, capped)",
+    )
     s.add_argument("--quiet", action="store_true")
     s.add_argument("--no-write", action="store_true")
     s.set_defaults(func=cmd_eval_answers)

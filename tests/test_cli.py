@@ -144,3 +144,25 @@ def test_eval_accepts_any_question_file_embedding_new_questions_locally(capsys, 
     assert (root / "eval" / "results" / "retrieval.json").read_bytes() == before, (
         "a custom file is not the committed report"
     )
+
+
+def test_eval_answers_on_a_new_question_file_drafts_what_has_no_recording(capsys, root, tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "questions:\n"
+        "  - id: x1\n"
+        '    question: "Our cache sees Cache-Control: no-store on a response. May it keep a copy on disk?"\n'
+        "    expected: [rfc9111#5.2.2.5]\n"
+        "  - id: x2\n"
+        '    question: "What does the Partitioned attribute of a cookie do?"\n'
+        "    answerable: false\n"
+        "    expected_state: unsupported\n"
+        '    why: "not in RFC 6265"\n'
+    )
+    before = (root / "eval" / "results" / "answers.json").read_bytes()
+    code, out, err = run(capsys, "--root", str(root), "eval-answers", "--questions", str(path), "--no-write")
+    assert code == 0 and "Traceback" not in err
+    rows = {r["id"]: r for r in json.loads(out)["questions"]}
+    assert rows["x1"]["state"] != "missing_draft" and rows["x1"]["claims"] > 0
+    assert rows["x2"] == rows["x2"] | {"state": "unsupported", "expected_state": "unsupported"}
+    assert (root / "eval" / "results" / "answers.json").read_bytes() == before

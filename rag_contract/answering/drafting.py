@@ -162,3 +162,24 @@ class FixtureDrafter:
         if question_id is None:
             raise DraftError("the fixture drafter replays recorded questions only")
         return read_draft(self.path(question_id)).claims
+
+
+@dataclass(frozen=True)
+class RecordedOrDrafted:
+    """Replays a question's recorded draft when there is one, and drafts it with ``fallback``
+    when there is none: how a question file of any schema is answered without recording it
+    first. The committed set never goes through this (the gate requires every draft)."""
+
+    recorded: FixtureDrafter
+    fallback: Drafter
+
+    @property
+    def name(self) -> str:
+        return f"{self.recorded.name}, else {self.fallback.name}"
+
+    def draft(
+        self, question_id: str | None, question: str, passages: Sequence[PassageText], query: Query | None = None
+    ) -> tuple[Claim, ...]:
+        if question_id is not None and self.recorded.path(question_id).is_file():
+            return self.recorded.draft(question_id, question, passages, query)
+        return self.fallback.draft(question_id, question, passages, query)
