@@ -48,6 +48,19 @@ def retrieval_table(root: Path) -> str:
             f"| {mode}{star} | {m['recall@1']:.2f} | {m['recall@3']:.2f} | {m['recall@5']:.2f} | "
             f"{m['recall@10']:.2f} | {m['mrr']:.3f} | {misses} |"
         )
+    lines += [
+        "",
+        f"The serving mode ({r['serving_mode']}) by phrasing style and by RFC:",
+        "",
+        "| questions | n | recall@1 | recall@5 | recall@10 | MRR |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind in ("by_style", "by_rfc"):
+        for name, b in r["breakdown"][kind].items():
+            lines.append(
+                f"| {name} | {b['questions']} | {b['recall@1']:.2f} | {b['recall@5']:.2f} | "
+                f"{b['recall@10']:.2f} | {b['mrr']:.3f} |"
+            )
     return "\n".join(lines) + "\n"
 
 

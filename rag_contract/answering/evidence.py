@@ -23,6 +23,7 @@ import numpy as np
 
 from rag_contract.answering.grounding import content_words
 from rag_contract.retrieval.terms import TermWeights, coverage
+from rag_contract.retrieval.vectors import similarities
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def score_evidence(
     for rank, p in enumerate(passages):
         title = set(content_words(p.title))
         sims = (
-            p.sentence_vectors @ query.vector
+            similarities(p.sentence_vectors, query.vector)
             if query.vector is not None and p.sentence_vectors is not None and len(p.sentences)
             else np.zeros(len(p.sentences))
         )

@@ -41,6 +41,7 @@ from rag_contract.answering.grounding import Verdict, content_words
 from rag_contract.config.thresholds import RelevanceConfig
 from rag_contract.index.store import Index
 from rag_contract.retrieval.terms import coverage
+from rag_contract.retrieval.vectors import similarities
 
 ANSWERS = "answers"
 STOPS_SHORT = "stops_short"
@@ -108,9 +109,9 @@ def claim_similarity(index: Index, verdict: Verdict, query_vector: np.ndarray | 
     claim_terms = set(content_words(verdict.claim.text))
     best = 0.0
     for row in index.sentences_of(verdict.claim.section_id):
-        terms = set(content_words(index.sentences[row].text))
+        terms = index.sentence_terms(row)
         if terms and len(terms & claim_terms) >= MATCH_SHARE * len(terms):
-            best = max(best, float(index.sentence_vectors[row] @ query_vector))
+            best = max(best, float(np.dot(index.sentence_vectors[row], query_vector)))
     return best
 
 
@@ -133,7 +134,7 @@ def features(question: str, query_vector: np.ndarray | None, kept: Sequence[Verd
     section = 0.0
     if query_vector is not None:
         rows = [i for sid in {v.claim.section_id for v in kept} for i in index.chunks_of(sid)]
-        section = float((index.vectors[rows] @ query_vector).max()) if rows else 0.0
+        section = float(similarities(index.vectors[rows], query_vector).max()) if rows else 0.0
     return Features(round(similarity, 6), round(coverage(terms, addressed, w), 6), round(unseen, 6), round(section, 6))
 
 

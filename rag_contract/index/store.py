@@ -38,6 +38,7 @@ from rag_contract.embedders.base import Embedder
 from rag_contract.project import Project
 from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Lexical
 from rag_contract.retrieval.terms import TermWeights
+from rag_contract.retrieval.vectors import runs
 
 FORMAT = 2
 FILES = (
@@ -109,9 +110,14 @@ class Index:
     section_order: tuple[str, ...] = field(repr=False)  # the sections' order in ``sections``
     chunk_owner: np.ndarray = field(repr=False)  # row of each chunk's section in ``section_order``
     sentence_owner: np.ndarray = field(repr=False)  # likewise for each sentence
+    chunk_runs: tuple[np.ndarray, np.ndarray] = field(repr=False)  # (first row, section) of each section's chunks
+    sentence_runs: tuple[np.ndarray, np.ndarray] = field(repr=False)  # likewise for sentences
     title_terms: tuple[frozenset[str], ...] = field(repr=False)  # content words of each title
+    title_index: Mapping[str, np.ndarray] = field(repr=False)  # content word -> sections whose title has it
     vocabulary: frozenset[str] = field(repr=False)  # every token of the corpus, lower-cased, hyphens kept
     spellings: frozenset[str] = field(repr=False)  # every word of the corpus as written (case kept)
+    # a cache, not state: filled on first use, identical for every reader (dict writes are atomic)
+    _sentence_terms: dict[int, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def section(self, section_id: str) -> Section:
         return self.sections[section_id]
@@ -121,6 +127,13 @@ class Index:
 
     def chunks_of(self, section_id: str) -> range:
         return self.chunk_rows.get(section_id, range(0))
+
+    def sentence_terms(self, row: int) -> frozenset[str]:
+        """Content words of sentence ``row``, computed on first use and kept with this Index."""
+        terms = self._sentence_terms.get(row)
+        if terms is None:
+            terms = self._sentence_terms[row] = frozenset(content_words(self.sentences[row].text))
+        return terms
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -161,9 +174,12 @@ def assemble(
         sentence_rows=_rows([s.section_id for s in sentences]),
         chunk_rows=_rows([c.section_id for c in chunks]),
         section_order=tuple(by_id),
-        chunk_owner=_owners(by_id, [c.section_id for c in chunks]),
-        sentence_owner=_owners(by_id, [s.section_id for s in sentences]),
-        title_terms=tuple(frozenset(content_words(s.title)) for s in by_id.values()),
+        chunk_owner=(chunk_owner := _owners(by_id, [c.section_id for c in chunks])),
+        sentence_owner=(sentence_owner := _owners(by_id, [s.section_id for s in sentences])),
+        chunk_runs=runs(chunk_owner),
+        sentence_runs=runs(sentence_owner),
+        title_terms=(titles := tuple(frozenset(content_words(s.title)) for s in by_id.values())),
+        title_index=_inverted(titles),
         vocabulary=vocabulary(sections),
         spellings=frozenset(w for s in sections for w in _WORD.findall(unwrap_hyphens(f"{s.title}\n{s.text}"))),
     )
@@ -181,6 +197,14 @@ def vocabulary(sections: Sequence[Section]) -> frozenset[str]:
             out.add(token)
             out.update(re.split(r"[-.]", token))
     return frozenset(out)
+
+
+def _inverted(term_sets: Sequence[frozenset[str]]) -> Mapping[str, np.ndarray]:
+    positions: dict[str, list[int]] = {}
+    for i, terms in enumerate(term_sets):
+        for t in terms:
+            positions.setdefault(t, []).append(i)
+    return MappingProxyType({t: np.array(v, dtype=np.int64) for t, v in positions.items()})
 
 
 def _rows(section_ids: Sequence[str]) -> Mapping[str, range]:
@@ -415,6 +439,16 @@ def check_structure(
         stray = sorted({x.section_id for x in items} - known)
         if stray:
             raise IndexLoadError(f"{what}: names section(s) the index does not hold: {stray[:3]}")
+        # ranking takes each section's best row from one contiguous run of rows
+        ended: set[str] = set()
+        split: list[str] = []
+        for i, x in enumerate(items):
+            if i and x.section_id != items[i - 1].section_id:
+                ended.add(items[i - 1].section_id)
+                if x.section_id in ended:
+                    split.append(x.section_id)
+        if split:
+            raise IndexLoadError(f"{what}: the rows of a section must be contiguous; split: {split[:3]}")
 
 
 def _load_npy(raw: bytes, name: str) -> np.ndarray:

@@ -82,13 +82,14 @@ def fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     sample = np.where(y > 0, len(y) / (2 * pos), len(y) / (2 * neg))
     w = np.zeros(z.shape[1])
     b = 0.0
+    # einsum, not BLAS: threaded partial sums would make the fit depend on the machine's thread count
     for _ in range(ITERATIONS):
-        p = 1.0 / (1.0 + np.exp(-(z @ w + b)))
+        p = 1.0 / (1.0 + np.exp(-(np.einsum("ij,j->i", z, w) + b)))
         g = (p - y) * sample
-        w -= LEARNING_RATE * (z.T @ g / len(y) + L2 * w)
+        w -= LEARNING_RATE * (np.einsum("ij,i->j", z, g) / len(y) + L2 * w)
         b -= LEARNING_RATE * float(g.mean())
     raw = w / sd
-    return raw, float(b - raw @ mu)
+    return raw, float(b - float(np.einsum("j,j->", raw, mu)))
 
 
 # --- retrieval fusion ---------------------------------------------------------------------------
@@ -110,7 +111,9 @@ def fit_fusion(index: Index, questions: Sequence[Question], vectors: Mapping[str
 
 
 def expected_rank(index: Index, q: Question, vector: np.ndarray, fusion: Mapping[str, float]) -> int:
-    scores = section_features(index, q.question, vector) @ np.array([fusion[f] for f in FUSION_FEATURES])
+    scores = np.einsum(
+        "ij,j->i", section_features(index, q.question, vector), np.array([fusion[f] for f in FUSION_FEATURES])
+    )
     order = np.lexsort((np.arange(len(scores)), -scores))
     ranks = np.empty(len(scores), dtype=np.int64)
     ranks[order] = np.arange(1, len(scores) + 1)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag_contract.answering.drafting import DraftError
-from rag_contract.answering.service import Abandoned, Answer, AnswerState
+from rag_contract.answering.service import Abandoned
 from rag_contract.config.questions import Question
 from rag_contract.embedders import make_embedder
 from rag_contract.index.store import Index, load_index
@@ -65,6 +65,7 @@ class RetrievalReport:
     serving_mode: str
     top_k: int
     modes: dict[str, ModeReport]
+    groups: Mapping[str, Mapping[str, tuple[str, ...]]]  # by_rfc / by_style -> group -> question ids
 
     @property
     def serving(self) -> ModeReport:
@@ -77,6 +78,10 @@ class RetrievalReport:
             "serving_mode": self.serving_mode,
             "top_k": self.top_k,
             "questions": len(self.serving.questions),
+            "breakdown": {
+                kind: {name: _subset(self.serving, ids, self.top_k) for name, ids in groups.items()}
+                for kind, groups in self.groups.items()
+            },
             "modes": {
                 m: {
                     **{f"recall@{k}": r.recall[k] for k in KS},
@@ -109,6 +114,32 @@ class RetrievalReport:
                 f"mrr={r.mrr:.3f} misses={len(r.misses)}"
             )
         return f"index {self.index_version} | " + " | ".join(parts)
+
+
+def groups_of(questions: Sequence[Question]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Question ids by the RFC a question is about (its first expected section's, else its tag)
+    and by phrasing style: the splits every report breaks down by."""
+    by_rfc: dict[str, list[str]] = {}
+    by_style: dict[str, list[str]] = {}
+    for q in questions:
+        if q.rfcs:
+            by_rfc.setdefault(q.rfcs[0], []).append(q.id)
+        by_style.setdefault(q.style or "untagged", []).append(q.id)
+    return {
+        "by_rfc": {k: tuple(v) for k, v in sorted(by_rfc.items())},
+        "by_style": {k: tuple(v) for k, v in sorted(by_style.items())},
+    }
+
+
+def _subset(mode: ModeReport, ids: Sequence[str], k: int) -> dict:
+    wanted = set(ids)
+    ranks = [r.rank for r in mode.questions if r.id in wanted]
+    n = len(ranks) or 1
+    return {
+        "questions": len(ranks),
+        **{f"recall@{kk}": round(sum(1 for r in ranks if r and r <= kk) / n, DIGITS) for kk in KS},
+        "mrr": round(sum(1.0 / r for r in ranks if r and r <= k) / n, DIGITS),
+    }
 
 
 def vectors_for(
@@ -170,7 +201,7 @@ def retrieval_report(
     answerable = [q for q in questions if q.answerable]
     vectors = vectors_for(index, answerable, embed)
     modes = {m: score_mode(index, answerable, vectors, m, k, rrf_k, fusion) for m in MODES}
-    return RetrievalReport(index.version, question_fingerprint, serving_mode, k, modes)
+    return RetrievalReport(index.version, question_fingerprint, serving_mode, k, modes, groups_of(answerable))
 
 
 def evaluate_project(project, index: Index | None = None) -> RetrievalReport:
@@ -255,42 +286,28 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
             s: sum(r["state"] == s for r in rows)
             for s in ("grounded", "partial", "unsupported", "no_context", "abandoned", "missing_draft")
         },
+        "breakdown": {
+            kind: {name: _answers_subset(rows, ids) for name, ids in groups.items()}
+            for kind, groups in groups_of(questions).items()
+        },
         "questions": rows,
     }
 
 
-def abstention_curve(make_service, questions: Sequence[Question], thresholds_to_try: Sequence[float]) -> list[dict]:
-    """Sweep the extractive confidence threshold: coverage, accuracy when answered, false answers.
+def _answers_subset(rows: Sequence[dict], ids: Sequence[str]) -> dict:
+    wanted = set(ids)
+    ans = [r for r in rows if r["id"] in wanted and r["answerable"]]
+    ref = [r for r in rows if r["id"] in wanted and not r["answerable"]]
 
-    ``make_service(t)`` returns a service whose extractive drafter uses threshold ``t``.
-    Answered = grounded or partial. Accurate = an answered answerable question whose kept
-    claims cite an expected section. A false answer = an unanswerable question answered.
-    """
+    def rate(n: int, d: int) -> float:
+        return round(n / d, DIGITS) if d else 0.0
 
-    answered_states = {AnswerState.GROUNDED, AnswerState.PARTIAL}
-    rows = []
-    ans = [q for q in questions if q.answerable]
-    ref = [q for q in questions if not q.answerable]
-    for t in thresholds_to_try:
-        svc = make_service(t)
-        answered = accurate = false = 0
-        for q in ans:
-            a = svc.answer(q.question, q.id)
-            if isinstance(a, Answer) and a.state in answered_states:
-                answered += 1
-                accurate += any(v.claim.section_id in q.expected for v in a.kept)
-        for q in ref:
-            a = svc.answer(q.question, q.id)
-            false += isinstance(a, Answer) and a.state in answered_states
-        rows.append(
-            {
-                "threshold": round(t, 2),
-                "coverage": round(answered / len(ans), DIGITS) if ans else 0.0,
-                "accuracy_when_answered": round(accurate / answered, DIGITS) if answered else None,
-                "false_answer_rate": round(false / len(ref), DIGITS) if ref else 0.0,
-                "answered": answered,
-                "accurate": accurate,
-                "false_answers": false,
-            }
-        )
-    return rows
+    return {
+        "answerable": len(ans),
+        "refusals": len(ref),
+        "grounded_citing_expected_rate": rate(
+            sum(r["state"] == "grounded" and bool(r.get("cites_expected")) for r in ans), len(ans)
+        ),
+        "answered_unanswerable": sum(r["state"] == "grounded" for r in ref),
+        "state_agreement": rate(sum(r["state"] == r.get("expected_state") for r in ref), len(ref)),
+    }

@@ -23,6 +23,7 @@ import numpy as np
 
 from rag_contract.answering.grounding import content_words
 from rag_contract.index.store import Index
+from rag_contract.retrieval.vectors import best_per_group, similarities
 
 MODES = ("dense", "lexical", "hybrid", "fused")
 FUSION_FEATURES = ("dense", "sentence", "lexical", "title", "dense_gap", "sentence_gap")
@@ -45,7 +46,7 @@ def chunk_scores(index: Index, query_text: str, query_vector: np.ndarray | None,
     if mode == "dense":
         if query_vector is None:
             raise ValueError("dense retrieval needs a query vector")
-        return index.vectors @ query_vector
+        return similarities(index.vectors, query_vector)
     if mode == "lexical":
         return index.lexical.scores(query_text)
     if mode == "hybrid":
@@ -59,28 +60,27 @@ def chunk_scores(index: Index, query_text: str, query_vector: np.ndarray | None,
     raise ValueError(f"unknown retrieval mode {mode!r}; known: {list(MODES)}")
 
 
-def _per_section(index: Index, values: np.ndarray, owner: np.ndarray) -> np.ndarray:
-    out = np.full(len(index.section_order), -1.0, dtype=np.float64)
-    np.maximum.at(out, owner, values.astype(np.float64))
-    return out
-
-
 def section_features(index: Index, query_text: str, query_vector: np.ndarray) -> np.ndarray:
     """(sections x FUSION_FEATURES), rows in ``index.section_order``."""
-    dense = _per_section(index, index.vectors @ query_vector, index.chunk_owner)
-    sentence = _per_section(index, index.sentence_vectors @ query_vector, index.sentence_owner)
-    bm25 = _per_section(index, index.lexical.scores(query_text), index.chunk_owner)
+    n = len(index.section_order)
+    dense = best_per_group(similarities(index.vectors, query_vector), index.chunk_runs, n)
+    sentence = best_per_group(similarities(index.sentence_vectors, query_vector), index.sentence_runs, n)
+    bm25 = best_per_group(index.lexical.scores(query_text), index.chunk_runs, n)
     lexical = np.maximum(bm25, 0.0) / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
     terms = set(content_words(query_text))
     w = index.weights
     total = sum(w(t) for t in terms) or 1.0
-    title = np.array([sum(w(t) for t in terms & tt) / total for tt in index.title_terms])
+    title = np.zeros(n, dtype=np.float64)
+    for t in terms:
+        rows = index.title_index.get(t)
+        if rows is not None:
+            title[rows] += w(t) / total
     return np.stack([dense, sentence, lexical, title, dense - dense.max(), sentence - sentence.max()], axis=1)
 
 
 def fused_scores(index: Index, query_text: str, query_vector: np.ndarray, fusion: Mapping[str, float]) -> np.ndarray:
     weights = np.array([fusion[f] for f in FUSION_FEATURES])
-    return section_features(index, query_text, query_vector) @ weights
+    return np.einsum("ij,j->i", section_features(index, query_text, query_vector), weights)
 
 
 def _rank_fused(
