@@ -136,7 +136,10 @@ def content_words(text: str) -> frozenset[str]:
 
 def similarity(a: str, b: str) -> float:
     """Jaccard overlap of the two questions' content words."""
-    x, y = content_words(a), content_words(b)
+    return jaccard(content_words(a), content_words(b))
+
+
+def jaccard(x: frozenset[str], y: frozenset[str]) -> float:
     return len(x & y) / len(x | y) if x | y else 1.0
 
 
@@ -158,6 +161,7 @@ def parse_questions(
     seen: set[str] = set()
     out: list[Question] = []
     rfcs = {sid.split("#", 1)[0] for sid in section_ids}
+    seen_words: list[frozenset[str]] = []
     for i, item in enumerate(raw["questions"]):
         where = f"{source}: questions[{i}]"
         if not isinstance(item, dict):
@@ -221,14 +225,16 @@ def parse_questions(
             type=_choice(item, "type", SECTION_TYPES, where),
             rfc=_choice(item, "rfc", rfcs, where),
         )
-        for other in out:
-            score = similarity(other.question, question.question)
+        words = content_words(question.question)  # once per question, not once per pair
+        for other, other_words in zip(out, seen_words, strict=True):
+            score = jaccard(other_words, words)
             if score >= NEAR_DUPLICATE_JACCARD:
                 raise QuestionsError(
                     f"{where}: a near-duplicate of {other.id} (content-word overlap {score:.2f} >= "
                     f"{NEAR_DUPLICATE_JACCARD}); reword it or drop one"
                 )
         out.append(question)
+        seen_words.append(words)
     return QuestionSet(tuple(out))
 
 
