@@ -236,6 +236,17 @@ class Service:
     def answer(self, question: str, question_id: str | None = None) -> Answer | Abandoned:
         deadline = Deadline(self.thresholds.budget.request_deadline_ms, self.clock)
         index = self.registry.acquire()  # the only acquire of this request
+        return self._answer(index, question, question_id, deadline)
+
+    def answer_on(self, index: Index | None, question: str, question_id: str | None = None) -> Answer | Abandoned:
+        """``answer`` on an index the caller acquired (its one acquire of the request), for a
+        caller that keys something on that very object; None answers no_context."""
+        deadline = Deadline(self.thresholds.budget.request_deadline_ms, self.clock)
+        return self._answer(index, question, question_id, deadline)
+
+    def _answer(
+        self, index: Index | None, question: str, question_id: str | None, deadline: Deadline
+    ) -> Answer | Abandoned:
         if index is None:
             return Answer(
                 question_id,

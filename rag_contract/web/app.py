@@ -20,6 +20,14 @@ Section URLs: a section id holds ``#`` ("rfc9110#9.2.1"), which a URL would read
 fragment. The path writes it with ``:`` instead (``/section/rfc9110:9.2.1``); the encoded
 form ``/section/rfc9110%239.2.1`` is accepted too. ``section_href`` makes the links.
 
+Validators (``validators.py``; RFC 9110 sections 8.8 and 13, RFC 9111 section 5.2.2.4): every
+2xx of ``/answer/{id}``, ``/q/{id}``, ``/questions``, ``/section/...`` and ``/`` carries an
+``ETag`` and ``Cache-Control: no-cache``, and a matching ``If-None-Match`` is a 304 carrying
+the same fields. ``/answer`` and ``/q`` tags are weak (responses differ only in the budget)
+and come from ``FixedAnswers``, which keeps each fixed answer per Index object, so a
+revalidation or a repeat does no answering work; the others are strong. ``/section`` sends
+``Vary: Accept``. A 404 or 503 ignores the field (section 13.2.1) and carries no tag.
+
 Every response that carries an answer or a section from an index carries
 ``X-Index-Version``, equal to the body's ``index_version``; it is taken from the outcome
 (the index the request acquired), never from the registry afterwards. The rate limiter is
@@ -58,7 +66,9 @@ from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
+from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
+from rag_contract.web.validators import CACHE_CONTROL, entity_tag, not_modified
 
 TEMPLATES = Path(__file__).parent / "templates"
 VERSION_HEADER = "X-Index-Version"
@@ -109,6 +119,15 @@ def run_answer(service: Service, question: str, question_id: str | None) -> Outc
         return service.answer(question, question_id)
     except DraftError as exc:
         return DraftFailed(question_id, question, str(exc))
+
+
+def run_fixed(service: Service, index: Index | None, q: Question) -> Outcome:
+    """A fixed question answered on the index the request acquired (``Service.answer_on``),
+    with a drafter failure as a value."""
+    try:
+        return service.answer_on(index, q.question, q.id)
+    except DraftError as exc:
+        return DraftFailed(q.id, q.question, str(exc))
 
 
 def state_of(outcome: Outcome) -> str:
@@ -263,8 +282,40 @@ def _templates() -> jinja2.Environment:
     return env
 
 
-def _json(body: Mapping[str, Any], status: int, version: str | None = None) -> JSONResponse:
-    return JSONResponse(dict(body), status_code=status, headers={VERSION_HEADER: version} if version else None)
+def _json(
+    body: Mapping[str, Any], status: int, version: str | None = None, extra: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(dict(body), status_code=status, headers=_headers(version, extra))
+
+
+def _headers(version: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    # Every answer, page and section is only as current as the served index: no cache may
+    # reuse one without asking (validators.CACHE_CONTROL), errors included (a 404 is
+    # heuristically cacheable, RFC 9111 section 4.2.2, and a cutover can end it).
+    headers = {"Cache-Control": CACHE_CONTROL}
+    if version:
+        headers[VERSION_HEADER] = version
+    headers.update(extra or {})
+    return headers
+
+
+def _validated(request: Request, tag: str, version: str | None, extra: Mapping[str, str] | None = None):
+    """(headers, 304 or None): the validator headers every 2xx of a route carries, and the
+    304 when ``If-None-Match`` is false for ``tag`` (RFC 9110 sections 13.2.2, 15.4.5)."""
+    headers = _headers(version, {"ETag": tag, **(extra or {})})
+    if not_modified(request.headers.get("if-none-match"), tag):
+        return headers, Response(status_code=304, headers=headers)
+    return headers, None
+
+
+def presentation_fingerprint(templates: Path, max_question_chars: int) -> str:
+    """What every page depends on besides its data: the templates, this module (filters,
+    headers, the shape of every JSON body) and the question box's limit."""
+    files = sorted(p for p in templates.iterdir() if p.is_file())
+    parts: list[str | bytes] = [Path(__file__).read_bytes(), str(max_question_chars)]
+    for p in files:
+        parts += [p.name, p.read_bytes()]
+    return entity_tag(parts, weak=False)
 
 
 def _not_found(what: str, key: str) -> dict:
@@ -286,18 +337,26 @@ class WebState:
     templates: jinja2.Environment
     css: str
     warmup: Callable[[], object] | None
+    fixed: FixedAnswers[Outcome]
+    presentation: str  # presentation_fingerprint: an input of every page's entity tag
+    questions_body: bytes  # GET /questions: constant for the process, encoded once
+    questions_tag: str
 
 
 def _web(request: Request) -> WebState:
     return request.app.state.web
 
 
-def _page(web: WebState, name: str, status_code: int, version: str | None = None, **context: Any) -> HTMLResponse:
-    headers = dict(_PAGE_HEADERS)
-    if version:
-        headers[VERSION_HEADER] = version
+def _page(
+    web: WebState,
+    name: str,
+    status_code: int,
+    version: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    **context: Any,
+) -> HTMLResponse:
     html = web.templates.get_template(name).render(max_chars=web.max_question_chars, **context)
-    return HTMLResponse(html, status_code=status_code, headers=headers)
+    return HTMLResponse(html, status_code=status_code, headers={**_PAGE_HEADERS, **_headers(version, headers)})
 
 
 def _not_found_page(web: WebState, what: str, key: str) -> HTMLResponse:
@@ -320,10 +379,16 @@ async def get_health(request: Request) -> Response:
     return _json(h.body, h.http_status)
 
 
+def questions_body(questions: QuestionSet) -> bytes:
+    rows = [{"id": q.id, "question": q.question, "answerable": q.answerable} for q in questions.questions]
+    return encode({"questions": rows})
+
+
 async def get_questions(request: Request) -> Response:
     web = _web(request)
-    rows = [{"id": q.id, "question": q.question, "answerable": q.answerable} for q in web.questions.questions]
-    return _json({"questions": rows}, 200)
+    # Strong: the body is fixed for the life of the process, byte for byte.
+    headers, not_modified_reply = _validated(request, web.questions_tag, None)
+    return not_modified_reply or Response(web.questions_body, media_type="application/json", headers=headers)
 
 
 async def get_answer(request: Request) -> Response:
@@ -332,11 +397,18 @@ async def get_answer(request: Request) -> Response:
     q = web.by_id.get(qid)
     if q is None:
         return _json(_not_found("question", qid), 404)
-    # A fixed question's answer is ~1 ms of GIL-bound work (committed vector, recorded
-    # draft): run inline. A thread hop buys no parallelism here, only a second queue
-    # whose waits would be billed to the request's deadline.
-    outcome = run_answer(web.fixture_service, q.question, q.id)
-    return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
+    # Computing a fixed answer is ~1 ms of GIL-bound work (committed vector, recorded
+    # draft), and reusing one far less: run inline. A thread hop buys no parallelism here,
+    # only a second queue whose waits would be billed to the request's deadline.
+    served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
+    if not isinstance(served, Served):
+        return _json(served.as_dict(), served.http_status, served.index_version)
+    answer = served.entity.answer
+    headers, not_modified_reply = _validated(request, served.entity.etag, answer.index_version)
+    if not_modified_reply:
+        return not_modified_reply
+    body = served.entity.body(served.budget)
+    return Response(body, answer.http_status, headers=headers, media_type="application/json")
 
 
 async def post_ask(request: Request) -> Response:
@@ -379,19 +451,36 @@ async def get_section(request: Request) -> Response:
     section_id = section_id_from_ref(request.path_params["ref"])
     # the only acquire of this request
     reply = section_reply(web.registry.acquire(), web.registry.load_error, section_id)
+    # JSON or HTML by Accept, so a cache must key on it (RFC 9110 section 12.5.5), errors too.
+    vary = {"Vary": "Accept"}
+    if reply.http_status != 200:
+        if as_json:
+            return _json(reply.body, reply.http_status, reply.index_version, vary)
+        if reply.http_status == 503:
+            return _page(web, "unavailable.html", 503, headers=vary, detail=reply.body["detail"])
+        return _page(web, "not_found.html", 404, headers=vary, what="section", key=section_id)
+    # Strong: the version addresses the corpus the text comes from, and the presentation
+    # fingerprint the code and templates that lay it out, so one tag is one byte sequence.
+    kind = "json" if as_json else "html"
+    assert reply.index_version is not None  # a 200 carries the acquired index's version
+    tag = entity_tag(["section", kind, web.presentation, reply.index_version, section_id], weak=False)
+    headers, not_modified_reply = _validated(request, tag, reply.index_version, vary)
+    if not_modified_reply:
+        return not_modified_reply
     if as_json:
-        return _json(reply.body, reply.http_status, reply.index_version)
-    if reply.http_status == 503:
-        return _page(web, "unavailable.html", 503, detail=reply.body["detail"])
-    if reply.http_status == 404:
-        return _not_found_page(web, "section", section_id)
-    return _page(web, "section.html", reply.http_status, reply.index_version, section=reply.body)
+        return _json(reply.body, 200, extra=headers)
+    return _page(web, "section.html", 200, headers=headers, section=reply.body)
 
 
 async def get_index_page(request: Request) -> Response:
     web = _web(request)
     view = listing_page(await run_in_threadpool(web.listing.get))
-    return _page(web, "index.html", view.http_status, rows=view.rows, versions=view.versions)
+    if view.http_status != 200:
+        return _page(web, "index.html", view.http_status, rows=view.rows, versions=view.versions)
+    # Strong: the page is a function of its rows, the versions and the presentation.
+    tag = entity_tag(["listing", web.presentation, encode({"rows": view.rows, "v": view.versions})], weak=False)
+    headers, not_modified_reply = _validated(request, tag, None)
+    return not_modified_reply or _page(web, "index.html", 200, headers=headers, rows=view.rows, versions=view.versions)
 
 
 async def get_question_page(request: Request) -> Response:
@@ -400,17 +489,29 @@ async def get_question_page(request: Request) -> Response:
     q = web.by_id.get(qid)
     if q is None:
         return _not_found_page(web, "question", qid)
-    # A fixed question's answer is ~1 ms of GIL-bound work (committed vector, recorded
-    # draft): run inline. A thread hop buys no parallelism here, only a second queue
-    # whose waits would be billed to the request's deadline.
-    outcome = run_answer(web.fixture_service, q.question, q.id)
-    return _page(
+    # Inline, as GET /answer/{id}.
+    served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
+    if not isinstance(served, Served):
+        return _page(
+            web,
+            "question.html",
+            served.http_status,
+            served.index_version,
+            a=served.as_dict(),
+            state=state_of(served),
+            answerable=q.answerable,
+        )
+    answer = served.entity.answer
+    # Weak, as the answer's: the page shows the budget of the request that rendered it.
+    tag = entity_tag(["page", served.entity.etag, web.presentation, str(q.answerable)], weak=True)
+    headers, not_modified_reply = _validated(request, tag, answer.index_version)
+    return not_modified_reply or _page(
         web,
         "question.html",
-        outcome.http_status,
-        outcome.index_version,
-        a=outcome.as_dict(),
-        state=state_of(outcome),
+        answer.http_status,
+        headers=headers,
+        a=served.entity.as_dict(served.budget),
+        state=state_of(answer),
         answerable=q.answerable,
     )
 
@@ -470,6 +571,7 @@ def create_app(
     returns is unused).
     """
     rl = thresholds.rate_limit
+    qbody = questions_body(questions)
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
     app = Starlette(
         routes=list(ROUTES),
@@ -490,5 +592,13 @@ def create_app(
         templates=_templates(),
         css=(TEMPLATES / "site.css").read_text(encoding="utf-8"),
         warmup=warmup,
+        fixed=FixedAnswers(
+            functools.partial(run_fixed, fixture_service),
+            thresholds.budget.request_deadline_ms,
+            fixture_service.clock,
+        ),
+        presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars),
+        questions_body=qbody,
+        questions_tag=entity_tag([qbody], weak=False),
     )
     return app
