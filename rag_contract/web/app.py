@@ -9,7 +9,10 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
   from the outcome: grounded/partial/unsupported 200, no_context 503, abandoned 503, and
   draft_unavailable 503 when the drafter raises ``DraftError`` (no usable recorded draft).
 - ``POST /ask``: ``{"question": "..."}`` answered by the extractive drafter; bad input is
-  refused by ``asking.read_question`` (400/413/422, naming the reason) before any drafter.
+  refused by ``free_text`` (400/413/415/422, naming the reason) before any drafter. The
+  content type is checked and the body read with a ceiling (``read_bounded``) before
+  anything is buffered: an oversized body is refused on its ``Content-Length`` or as soon as
+  the bytes received pass the limit, and the connection is closed.
 - ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
   JSON when the client prefers ``application/json``.
 - ``GET /`` and ``GET /q/{id}``: the question list and one answer as HTML, same statuses.
@@ -19,6 +22,9 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 Section URLs: a section id holds ``#`` ("rfc9110#9.2.1"), which a URL would read as a
 fragment. The path writes it with ``:`` instead (``/section/rfc9110:9.2.1``); the encoded
 form ``/section/rfc9110%239.2.1`` is accepted too. ``section_href`` makes the links.
+
+Every JSON response carries ``X-Content-Type-Options: nosniff``, and an id echoed in a 404
+is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent.
 
 Every response that carries an answer or a section from an index carries
 ``X-Index-Version``, equal to the body's ``index_version``; it is taken from the outcome
@@ -52,12 +58,20 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from rag_contract.answering.drafting import DraftError
-from rag_contract.answering.free_text import AskRejected, read_question, validate_question
+from rag_contract.answering.free_text import (
+    AskRejected,
+    body_too_large,
+    max_body_bytes,
+    read_question,
+    require_json,
+    validate_question,
+)
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
 from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
+from rag_contract.web.bounded_body import BodyTooLarge, read_bounded
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -71,6 +85,8 @@ _PAGE_HEADERS = {
     ),
     "X-Content-Type-Options": "nosniff",
 }
+_JSON_HEADERS = {"X-Content-Type-Options": "nosniff"}
+ECHO_MAX_CHARS = 80
 
 
 # --- outcomes the core does not name --------------------------------------------------
@@ -263,12 +279,25 @@ def _templates() -> jinja2.Environment:
     return env
 
 
-def _json(body: Mapping[str, Any], status: int, version: str | None = None) -> JSONResponse:
-    return JSONResponse(dict(body), status_code=status, headers={VERSION_HEADER: version} if version else None)
+def _json(
+    body: Mapping[str, Any], status: int, version: str | None = None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    h = {**_JSON_HEADERS, **(headers or {})}
+    if version:
+        h[VERSION_HEADER] = version
+    return JSONResponse(dict(body), status_code=status, headers=h)
+
+
+def echoed(key: str) -> str:
+    """``key`` as a reply may repeat it: at most ``ECHO_MAX_CHARS`` characters, a longer one
+    cut and marked with its length."""
+    if len(key) <= ECHO_MAX_CHARS:
+        return key
+    return f"{key[:ECHO_MAX_CHARS]}... ({len(key)} characters)"
 
 
 def _not_found(what: str, key: str) -> dict:
-    return {"error": "not_found", "detail": f"no {what} {key!r}"}
+    return {"error": "not_found", "detail": f"no {what} {echoed(key)!r}"}
 
 
 @dataclass(frozen=True)
@@ -301,7 +330,7 @@ def _page(web: WebState, name: str, status_code: int, version: str | None = None
 
 
 def _not_found_page(web: WebState, what: str, key: str) -> HTMLResponse:
-    return _page(web, "not_found.html", 404, what=what, key=key)
+    return _page(web, "not_found.html", 404, what=what, key=echoed(key))
 
 
 def answer_all(service: Service, questions: QuestionSet) -> list[tuple[Question, Outcome]]:
@@ -341,10 +370,18 @@ async def get_answer(request: Request) -> Response:
 
 async def post_ask(request: Request) -> Response:
     web = _web(request)
+    max_chars = web.max_question_chars
     try:
-        question = read_question(await request.body(), web.max_question_chars)
+        require_json(request.headers.get("content-type"))
+        try:
+            body = await read_bounded(request, max_body_bytes(max_chars))
+        except BodyTooLarge as exc:
+            raise body_too_large(exc.size, max_chars, exc.how) from None
+        question = read_question(body, max_chars)
     except AskRejected as exc:
-        return _json(exc.as_dict(), exc.status)
+        # The rest of a refused body is never read: close rather than drain it for keep-alive.
+        close = {"Connection": "close"} if exc.status in (413, 415) else None
+        return _json(exc.as_dict(), exc.status, headers=close)
     outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
 
@@ -359,7 +396,8 @@ async def get_ask_page(request: Request) -> Response:
     try:
         question = validate_question({"question": raw}, web.max_question_chars)
     except AskRejected as exc:
-        return _page(web, "ask.html", exc.status, asked=raw, error=exc.as_dict())
+        # The box is refilled with what was asked, up to the limit: a page never grows with the URL.
+        return _page(web, "ask.html", exc.status, asked=raw[: web.max_question_chars], error=exc.as_dict())
     outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     return _page(
         web,
@@ -423,7 +461,8 @@ async def http_error(request: Request, exc: Exception) -> Response:
     # Unknown paths and wrong methods: the same JSON error shape as the routes.
     assert isinstance(exc, HTTPException)
     error = "not_found" if exc.status_code == 404 else "http_error"
-    return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    headers = {**_JSON_HEADERS, **(exc.headers or {})}
+    return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
 @contextlib.asynccontextmanager
