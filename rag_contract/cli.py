@@ -36,7 +36,7 @@ from rag_contract.quality.ratchet import current_bars, measured_bars, ratchet
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.quality.thresholds_file import rewrite_thresholds, write_fitted
 from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
-from rag_contract.web.serving import build_services, extractive_drafter, serve
+from rag_contract.web.serving import build_services, embedder_for, extractive_drafter, serve
 
 # Refusals a person acts on: printed as one line naming the file, key or cap, never a traceback.
 LOAD_ERRORS = (
@@ -136,14 +136,14 @@ def _services(project, index=None):
 
     index = index or load_index(project.paths.index)
     registry = Registry(index)
-    embedder = make_embedder(index.embedder_name)
-    embedder.embed(["warm-up"])  # load the model now, not inside a request's deadline
+    embedders = embedder_for(make_embedder)
+    embedders(index.embedder_name).embed(["warm-up"])  # load the model now, not inside a request's deadline
     return build_services(
         registry,
         project.thresholds,
         fixture_drafter=FixtureDrafter(project.paths.drafts),
         ask_drafter=extractive_drafter(project.thresholds),
-        embedder=embedder,
+        embedders=embedders,
         clock=time.perf_counter,
     )
 

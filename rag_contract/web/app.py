@@ -7,7 +7,8 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 - ``GET /questions``: the fixed question set (id, question, answerable).
 - ``GET /answer/{id}``: ``Service.answer`` for a fixed question (recorded drafts). Status
   from the outcome: grounded/partial/unsupported 200, no_context 503, abandoned 503, and
-  draft_unavailable 503 when the drafter raises ``DraftError`` (no usable recorded draft).
+  draft_unavailable 503 when the drafter raises ``DraftError`` (no usable recorded draft),
+  embedder_unavailable 503 when the query cannot be embedded (``EmbedderUnavailable``).
 - ``POST /ask``: ``{"question": "..."}`` answered by the extractive drafter; bad input is
   refused by ``free_text`` (400/413/415/422, naming the reason) before any drafter. The
   content type is checked and the body read with a ceiling (``read_bounded``) before
@@ -69,6 +70,7 @@ from rag_contract.answering.free_text import (
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
 from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
+from rag_contract.embedders.base import EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.web.bounded_body import BodyTooLarge, read_bounded
@@ -93,16 +95,19 @@ ECHO_MAX_CHARS = 80
 
 
 @dataclass(frozen=True)
-class DraftFailed:
-    """The drafter raised ``DraftError`` (e.g. no recorded draft for this question).
+class ServiceFailed:
+    """A part of the request path refused: the drafter raised ``DraftError`` (e.g. no
+    recorded draft for this question: ``draft_unavailable``) or the query could not be
+    embedded (``EmbedderUnavailable``: ``embedder_unavailable``).
 
-    ``Service.answer`` lets it propagate; this is its translation: a service error (503)
+    ``Service.answer`` lets both propagate; this is their translation: a service error (503)
     with no state and no version (the acquired index is not visible from outside).
     """
 
     question_id: str | None
     question: str
     detail: str
+    error: str = "draft_unavailable"
     index_version: None = None
     http_status: int = 503
 
@@ -110,21 +115,23 @@ class DraftFailed:
         return {
             "question_id": self.question_id,
             "question": self.question,
-            "error": "draft_unavailable",
+            "error": self.error,
             "detail": self.detail,
             "index_version": None,
         }
 
 
-Outcome = Answer | Abandoned | DraftFailed
+Outcome = Answer | Abandoned | ServiceFailed
 
 
 def run_answer(service: Service, question: str, question_id: str | None) -> Outcome:
-    """``service.answer``, with a drafter failure as a value rather than a 500."""
+    """``service.answer``, with a drafter or embedder failure as a value rather than a 500."""
     try:
         return service.answer(question, question_id)
     except DraftError as exc:
-        return DraftFailed(question_id, question, str(exc))
+        return ServiceFailed(question_id, question, str(exc))
+    except EmbedderUnavailable as exc:
+        return ServiceFailed(question_id, question, str(exc), "embedder_unavailable")
 
 
 def state_of(outcome: Outcome) -> str:

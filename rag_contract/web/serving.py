@@ -7,10 +7,13 @@ answers are then no_context (503, no version) and ``/health`` says what is wrong
 services share the one registry:
 
 - the fixed questions: ``FixtureDrafter`` over ``eval/fixtures/drafts`` and the committed
-  question vector (``committed_vector``);
+  question vector (``committed_or_embedded``);
 - free text (``POST /ask``): ``ExtractiveDrafter`` with the thresholds' confidence and claim
-  count, and a query vector from the local embedder, warmed at startup so the first
-  question does not pay the model load (~0.3 s) against a 150 ms deadline.
+  count, and a query vector from the embedder the acquired index was built with
+  (``index_embedder_vector``: a vector is only comparable with vectors of its own model),
+  the served index's local model warmed at startup so the first question does not pay the
+  model load (~0.3 s) against a 150 ms deadline. An embedder that fails (an unknown name, a
+  remote one without its key) is ``EmbedderUnavailable``: a 503 naming it, not a 500.
 
 ``/health`` reads a ``StatusCache``: it re-hashes the corpus only when an input file's size
 or mtime moved. The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless
@@ -25,6 +28,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,9 +40,10 @@ from starlette.applications import Starlette
 from uvicorn.supervisors import Multiprocess
 
 from rag_contract.answering.drafting import Drafter, ExtractiveDrafter, FixtureDrafter
-from rag_contract.answering.service import QueryVector, Service, committed_vector
+from rag_contract.answering.service import QueryVector, Service
 from rag_contract.config.thresholds import Thresholds
-from rag_contract.embedders.base import Embedder
+from rag_contract.embedders import make_embedder
+from rag_contract.embedders.base import Embedder, EmbedderUnavailable
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import StatusCache
@@ -52,14 +57,76 @@ ROOT_ENV = "RAG_CONTRACT_ROOT"
 REDIS_ENV = "RAG_CONTRACT_WORKER_REDIS_URL"
 DEFAULT_PORT = 8000
 
+logger = logging.getLogger(__name__)
+
+EmbedderFor = Callable[[str], Embedder]
+
+
+def embedder_for(make: Callable[[str], Embedder] = make_embedder) -> EmbedderFor:
+    """name -> the embedder of that name, made on first use and kept (making one loads no
+    model and makes no call; the model loads on the first vector). Safe across threads."""
+    made: dict[str, Embedder] = {}
+    lock = threading.Lock()
+
+    def get(name: str) -> Embedder:
+        with lock:
+            if name not in made:
+                made[name] = make(name)
+            return made[name]
+
+    return get
+
 
 def embedded_vector(embedder: Embedder) -> QueryVector:
-    """Free text: the local embedder's vector (the index is not consulted for it)."""
+    """Free text embedded by ``embedder``, whatever the index (for callers that know they match)."""
 
     def query_vector(index: Index, text: str) -> np.ndarray:
         return embedder.embed([text])[0]
 
     return query_vector
+
+
+def index_embedder_vector(embedders: EmbedderFor) -> QueryVector:
+    """Free text embedded by the embedder the acquired index was built with
+    (``index.embedder_name``), so the query and the index vectors share a space. Any failure
+    to embed is ``EmbedderUnavailable`` naming the embedder (logged with its cause)."""
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        name = index.embedder_name
+        try:
+            return embedders(name).embed([text])[0]
+        except Exception as exc:
+            # A remote embedder can fail in many ways (no key, the ledger, the network); each
+            # is a service error for this request, not a crash of it.
+            logger.warning("embedder %s failed: %s: %s", name, type(exc).__name__, exc)
+            raise EmbedderUnavailable(f"embedder {name!r} could not embed the question ({type(exc).__name__})") from exc
+
+    return query_vector
+
+
+def committed_or_embedded(embedders: EmbedderFor) -> QueryVector:
+    """A fixed question: its committed vector, else (a question added after the build) the
+    index's own embedder (``index_embedder_vector``)."""
+    embedded = index_embedder_vector(embedders)
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        vec = index.question_vectors.get(text)
+        return vec if vec is not None else embedded(index, text)
+
+    return query_vector
+
+
+def warm(embedders: EmbedderFor, name: str) -> None:
+    """Load the local model of embedder ``name`` now rather than inside a request's deadline.
+    A remote embedder is not called (a call would be paid); a name that cannot be made is
+    logged and left to the requests, which answer 503 naming it."""
+    try:
+        embedder = embedders(name)
+    except Exception as exc:  # noqa: BLE001 - startup goes on; /ask reports the embedder per request
+        logger.warning("embedder %s cannot be made: %s", name, exc)
+        return
+    if isinstance(embedder, LocalEmbedder):
+        embedder.embed(["warm up"])
 
 
 def extractive_drafter(thresholds: Thresholds) -> ExtractiveDrafter:
@@ -74,12 +141,13 @@ def build_services(
     *,
     fixture_drafter: Drafter,
     ask_drafter: Drafter,
-    embedder: Embedder,
+    embedders: EmbedderFor,
     clock: Callable[[], float],
 ) -> tuple[Service, Service]:
-    """(fixed-question service, free-text service), both over ``registry``."""
-    fixed = Service(registry, thresholds, fixture_drafter, clock, committed_vector(embedder))
-    free = Service(registry, thresholds, ask_drafter, clock, embedded_vector(embedder))
+    """(fixed-question service, free-text service), both over ``registry``, each query
+    embedded (when it must be) by the embedder of the index the request acquired."""
+    fixed = Service(registry, thresholds, fixture_drafter, clock, committed_or_embedded(embedders))
+    free = Service(registry, thresholds, ask_drafter, clock, index_embedder_vector(embedders))
     return fixed, free
 
 
@@ -91,16 +159,22 @@ def assemble(
     rate_clock: Callable[[], float],
     rate_store: BucketStore,
     status: Callable[[], Mapping[str, Any]],
-    embedder: LocalEmbedder | None = None,
+    embedders: EmbedderFor | None = None,
 ) -> Starlette:
-    """The served app over an already loaded project and registry (no I/O beyond that)."""
-    embedder = embedder or LocalEmbedder()
+    """The served app over an already loaded project and registry (no I/O beyond that).
+
+    ``embedders`` (default ``embedder_for(make_embedder)``, as the CLI) gives each request
+    the embedder its index was built with; the one of the index served at startup (else the
+    configured ``index.embedder``) is warmed at lifespan startup."""
+    embedders = embedders or embedder_for()
+    startup = registry.acquire()
+    warm_name = startup.embedder_name if startup is not None else project.thresholds.index.embedder
     fixed, free = build_services(
         registry,
         project.thresholds,
         fixture_drafter=FixtureDrafter(project.paths.drafts),
         ask_drafter=extractive_drafter(project.thresholds),
-        embedder=embedder,
+        embedders=embedders,
         clock=clock,
     )
     return create_app(
@@ -112,7 +186,7 @@ def assemble(
         status=status,
         clock=rate_clock,
         rate_store=rate_store,
-        warmup=lambda: embedder.embed(["warm up"]),
+        warmup=lambda: warm(embedders, warm_name),
     )
 
 

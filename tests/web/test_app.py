@@ -28,13 +28,13 @@ from rag_contract.answering.free_text import (
     validate_question,
 )
 from rag_contract.answering.grounding import Claim, check_claim
-from rag_contract.answering.service import Service, consult, stored_vector
+from rag_contract.answering.service import Service, committed_vector, consult, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import Change, IndexStatus
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import prefers_json, section_href, section_id_from_ref
 from rag_contract.web.ratelimit import Allowance, Decision, StoreUnavailable, probe
-from rag_contract.web.serving import app_for_probe, committed_vector, extractive_drafter
+from rag_contract.web.serving import app_for_probe, extractive_drafter
 from tests.support.apps import FROZEN, fresh_status, generous, make_app
 from tests.support.clocks import jump_clock
 

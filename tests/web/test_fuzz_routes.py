@@ -26,7 +26,7 @@ from rag_contract.web.serving import extractive_drafter
 from tests.support import ROOT
 from tests.support.apps import fresh_status, make_app
 
-DOCUMENTED_503 = {"abandoned", "draft_unavailable", "rate_limit_unavailable"}
+DOCUMENTED_503 = {"abandoned", "draft_unavailable", "embedder_unavailable", "rate_limit_unavailable"}
 FUZZ = settings(
     max_examples=120,
     deadline=None,
