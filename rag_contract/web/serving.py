@@ -19,7 +19,10 @@ services share the one registry:
 or mtime moved. The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless
 one is passed: with several workers or instances, pass a shared ``RedisStore`` or each one
 limits on its own). ``app_for_probe`` is the same assembly for the gate's limiter probe;
-``serve`` runs it with uvicorn (``rag-contract serve``).
+``serve`` runs it with uvicorn (``rag-contract serve``), from the project at the ``root`` it is
+given (``--root``), in every worker too (``WORKER_APP`` rebuilds it from ``ROOT_ENV``).
+``port_from`` and ``redis_url_from`` read ``PORT`` and ``REDIS_URL``: a value that cannot
+be one is ``ServeConfigError``, one line naming the setting, before anything starts.
 """
 
 from __future__ import annotations
@@ -56,6 +59,31 @@ from rag_contract.web.ratelimit import BucketStore, MemoryStore, RedisStore
 ROOT_ENV = "RAG_CONTRACT_ROOT"
 REDIS_ENV = "RAG_CONTRACT_WORKER_REDIS_URL"
 DEFAULT_PORT = 8000
+# The app each worker process builds (an import string: workers import it afresh).
+WORKER_APP = "rag_contract.web.serving:served_app_from_env"
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+class ServeConfigError(ValueError):
+    """A serve setting (``PORT``, ``REDIS_URL``, their flags) that cannot be used, named."""
+
+
+def port_from(value: str | int, source: str = "PORT") -> int:
+    """``value`` as a TCP port (0-65535; 0 asks for any free port), else ``ServeConfigError``."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) > 65535:
+        raise ServeConfigError(f"{source}: {text[:40]!r} is not a port number (0-65535)")
+    return int(text)
+
+
+def redis_url_from(value: str, source: str = "REDIS_URL") -> str:
+    """``value`` when it is a redis URL (redis://, rediss://, unix://), else ``ServeConfigError``."""
+    scheme, sep, rest = value.strip().partition("://")
+    if not sep or scheme.lower() not in _REDIS_SCHEMES or not rest:
+        shown = f"{scheme[:20]}://..." if sep else "no scheme"
+        raise ServeConfigError(f"{source}: not a redis URL ({shown}); expected redis://host:port[/db]")
+    return value.strip()
+
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +289,7 @@ def serve(
     """
 
     if port is None:
-        port = int(os.environ.get("PORT") or DEFAULT_PORT)
+        port = port_from(os.environ.get("PORT") or DEFAULT_PORT)
     root = Path(root) if root else find_root()
     common: dict[str, Any] = dict(host=host, port=port, proxy_headers=False, server_header=False)
     if workers <= 1:
@@ -273,7 +301,7 @@ def serve(
     if redis_url:
         os.environ[REDIS_ENV] = redis_url
 
-    config = uvicorn.Config("rag_contract.serving:served_app_from_env", factory=True, workers=workers, **common)
+    config = uvicorn.Config(WORKER_APP, factory=True, workers=workers, **common)
     # uvicorn.run would bind with config.bind_socket(), whose listener leaves proto at 0:
     # asyncio then never sets TCP_NODELAY on accepted connections, and every keep-alive
     # response waits ~40 ms for the client's delayed ACK (uvicorn issue #3149). The
