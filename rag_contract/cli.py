@@ -36,7 +36,15 @@ from rag_contract.quality.ratchet import current_bars, measured_bars, ratchet
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.quality.thresholds_file import rewrite_thresholds, write_fitted
 from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
-from rag_contract.web.serving import build_services, extractive_drafter, serve
+from rag_contract.web.serving import (
+    ServeConfigError,
+    build_services,
+    embedder_for,
+    extractive_drafter,
+    port_from,
+    redis_url_from,
+    serve,
+)
 
 # Refusals a person acts on: printed as one line naming the file, key or cap, never a traceback.
 LOAD_ERRORS = (
@@ -51,6 +59,7 @@ LOAD_ERRORS = (
     SpendLedgerError,
     PricesError,
     ClientConfigError,
+    ServeConfigError,
     FileNotFoundError,
 )
 
@@ -136,14 +145,14 @@ def _services(project, index=None):
 
     index = index or load_index(project.paths.index)
     registry = Registry(index)
-    embedder = make_embedder(index.embedder_name)
-    embedder.embed(["warm-up"])  # load the model now, not inside a request's deadline
+    embedders = embedder_for(make_embedder)
+    embedders(index.embedder_name).embed(["warm-up"])  # load the model now, not inside a request's deadline
     return build_services(
         registry,
         project.thresholds,
         fixture_drafter=FixtureDrafter(project.paths.drafts),
         ask_drafter=extractive_drafter(project.thresholds),
-        embedder=embedder,
+        embedders=embedders,
         clock=time.perf_counter,
     )
 
@@ -299,9 +308,12 @@ def cmd_gate(args) -> int:
 
 def cmd_serve(args) -> int:
 
-    port = args.port if args.port is not None else int(os.environ.get("PORT", "8000"))
-    redis_url = args.redis or os.environ.get("REDIS_URL")
-    serve(args.host, port, workers=args.workers, redis_url=redis_url)
+    port = args.port if args.port is not None else port_from(os.environ.get("PORT") or "8000")
+    redis_url = redis_url_from(args.redis, "--redis") if args.redis else None
+    if redis_url is None and os.environ.get("REDIS_URL"):
+        redis_url = redis_url_from(os.environ["REDIS_URL"])
+    root = Path(args.root) if args.root else find_root()
+    serve(args.host, port, workers=args.workers, redis_url=redis_url, root=root)
     return 0
 
 

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from rag_contract.answering.evidence import Evidence, PassageText, Query, score_evidence
 from rag_contract.answering.grounding import Claim
+from rag_contract.config.unreadable import not_utf8, unreadable
 from rag_contract.corpus.sentences import sentences
 from rag_contract.retrieval.terms import TermWeights
 
@@ -144,6 +145,10 @@ def read_draft(path: Path) -> Draft:
         )
     except FileNotFoundError:
         raise DraftError(f"{Path(path).name}: no recorded draft") from None
+    except OSError as exc:
+        raise DraftError(unreadable(path, exc)) from None
+    except UnicodeDecodeError as exc:
+        raise DraftError(not_utf8(path, exc)) from None
     except (KeyError, TypeError, json.JSONDecodeError) as exc:
         raise DraftError(f"{Path(path).name}: not a valid draft ({exc})") from None
 

@@ -7,18 +7,25 @@ rules, in the order they are applied (the first failure is the one reported):
 ==========================  ======  =====================================================
 reason                      status  rule
 ==========================  ======  =====================================================
-``body_too_large``          413     body longer than ``max_body_bytes(max_chars)``
+``content_type_not_json``   415     media type is not ``application/json`` (``require_json``)
+``body_too_large``          413     body longer than ``max_body_bytes(max_chars)``, declared
+                                    (``Content-Length``) or received (``body_too_large``)
 ``body_not_json``           400     body is not UTF-8 JSON
 ``body_not_object``         400     the JSON value is not an object
 ``question_missing``        422     no ``question`` key
 ``question_not_string``     422     ``question`` is not a string
 ``question_not_text``       422     it holds control characters or lone surrogates
-``question_empty``          422     nothing but whitespace
+``question_empty``          422     nothing visible: whitespace, format characters
+                                    (zero-width, BOM), combining marks or blank fillers
 ``question_too_long``       413     more than ``max_chars`` characters (after trimming)
 ``prompt_injection``        422     it matches one of ``INJECTION_PATTERNS``
 ==========================  ======  =====================================================
 
 ``validate_question(raw, max_chars)`` is the same, starting from the parsed JSON value.
+The first two rules are the web layer's, applied before the body is read: a request whose
+content type is not JSON is refused without reading it (a cross-origin page can send
+``text/plain`` without a preflight; it cannot send ``application/json``), and the body is
+read with a ceiling, so an oversized one is never held in memory.
 
 The injection patterns are a tripwire, not a defence: the extractive drafter cannot be
 instructed (it copies sentences from the corpus), and grounding withdraws any claim its
@@ -126,6 +133,30 @@ def max_body_bytes(max_chars: int) -> int:
     return 12 * max_chars + 1024
 
 
+def require_json(content_type: str | None) -> None:
+    """Refuse (415) unless the media type is ``application/json`` (parameters such as charset
+    are allowed; JSON is UTF-8 whatever they say, and a body that is not is refused later)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        shown = media[:40] or "none"
+        raise AskRejected(415, "content_type_not_json", f"the content type must be application/json, got {shown}")
+
+
+def body_too_large(size: int, max_chars: int, how: str = "has") -> AskRejected:
+    """The 413 for a body that ``how`` ("has", "declares", "has at least") ``size`` bytes."""
+    return AskRejected(413, "body_too_large", f"the body {how} {size} bytes; the limit is {max_body_bytes(max_chars)}")
+
+
+# Blank characters that are letters or symbols by category (Hangul fillers, the braille blank).
+_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _visible(ch: str) -> bool:
+    if ch.isspace() or ch in _BLANK:
+        return False
+    return unicodedata.category(ch) not in ("Cf", "Mn", "Me", "Zs", "Zl", "Zp", "Cc")
+
+
 def _is_text(s: str) -> bool:
     for ch in s:
         cat = unicodedata.category(ch)
@@ -148,6 +179,8 @@ def validate_question(raw: Any, max_chars: int) -> str:
     question = question.strip()
     if not question:
         raise AskRejected(422, "question_empty", '"question" is empty')
+    if not any(map(_visible, question)):
+        raise AskRejected(422, "question_empty", '"question" has no visible character')
     if len(question) > max_chars:
         raise AskRejected(
             413, "question_too_long", f'"question" has {len(question)} characters; the limit is {max_chars}'
@@ -160,9 +193,7 @@ def validate_question(raw: Any, max_chars: int) -> str:
 def read_question(body: bytes, max_chars: int) -> str:
     """The question in a raw ``/ask`` body: size, JSON, then ``validate_question``."""
     if len(body) > max_body_bytes(max_chars):
-        raise AskRejected(
-            413, "body_too_large", f"the body has {len(body)} bytes; the limit is {max_body_bytes(max_chars)}"
-        )
+        raise body_too_large(len(body), max_chars)
     try:
         raw = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

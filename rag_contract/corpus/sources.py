@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_contract.config.unreadable import unreadable
 from rag_contract.config.yamlfile import read_yaml
 
 MANIFEST = "manifest.yaml"
@@ -123,7 +124,10 @@ def verify_files(corpus_dir: Path, entries: tuple[ManifestEntry, ...]) -> dict[s
         path = corpus_dir / e.file
         if not path.is_file():
             raise CorpusError(f"{e.file}: listed in {MANIFEST} but missing")
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CorpusError(unreadable(path, exc)) from None
         digest = hashlib.sha256(data).hexdigest()
         if digest != e.sha256:
             raise CorpusError(f"{e.file}: sha256 mismatch: manifest has {e.sha256}, file has {digest}")

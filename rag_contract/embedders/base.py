@@ -13,6 +13,10 @@ class EmbedderError(ValueError):
     pass
 
 
+class EmbedderUnavailable(EmbedderError):
+    """A query could not be embedded right now (a service error for that request, 503)."""
+
+
 class Embedder(Protocol):
     @property
     def identity(self) -> str: ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from rag_contract.config.unreadable import unreadable
 from rag_contract.index.store import Index, IndexLoadError, load_index
 
 
@@ -50,5 +51,7 @@ class Registry:
         """A missing or unloadable index does not kill the process; /health says why."""
         try:
             return cls(load(directory))
-        except (IndexLoadError, OSError, ValueError) as exc:
+        except (IndexLoadError, ValueError) as exc:
             return cls(None, load_error=str(exc))
+        except OSError as exc:  # the loader names what it reads; anything else by name, not path
+            return cls(None, load_error=unreadable(exc.filename or directory, exc))

@@ -113,7 +113,7 @@ class StatusCache:
             try:
                 st = os.stat(f)
                 out.append((str(f), st.st_size, st.st_mtime_ns))
-            except FileNotFoundError:
+            except OSError:  # missing or unreadable: index_status names it
                 out.append((str(f), None, None))
         return tuple(out)
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from rag_contract.answering.grounding import PassageTerms, content_words, passage_terms
 from rag_contract.config.questions import Question, question_fingerprint
+from rag_contract.config.unreadable import unreadable
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
 from rag_contract.corpus.sentences import SPLITTER_IDENTITY, Sentence, split_sections
 from rag_contract.corpus.sentences import embed_text as sentence_text
@@ -347,6 +348,8 @@ def read_meta(directory: Path) -> dict:
         meta = json.loads(path.read_text())
     except FileNotFoundError:
         raise IndexLoadError(f"meta.json: missing in index directory {Path(directory).name}/") from None
+    except OSError as exc:
+        raise IndexLoadError(unreadable(path, exc)) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise IndexLoadError(f"meta.json: not valid JSON ({exc})") from None
     need = {"format", "version", "corpus_fingerprint", "embedder", "embedder_identity", "chunking", "files"}
@@ -367,7 +370,10 @@ def load_index(directory: Path) -> Index:
         path = directory / name
         if not path.is_file():
             raise IndexLoadError(f"{name}: missing in index directory")
-        raw = path.read_bytes()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise IndexLoadError(unreadable(path, exc)) from None
         want = meta["files"].get(name)
         if _sha256(raw) != want:
             raise IndexLoadError(

@@ -7,9 +7,13 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 - ``GET /questions``: the fixed question set (id, question, answerable).
 - ``GET /answer/{id}``: ``Service.answer`` for a fixed question (recorded drafts). Status
   from the outcome: grounded/partial/unsupported 200, no_context 503, abandoned 503, and
-  draft_unavailable 503 when the drafter raises ``DraftError`` (no usable recorded draft).
+  draft_unavailable 503 when the drafter raises ``DraftError`` (no usable recorded draft),
+  embedder_unavailable 503 when the query cannot be embedded (``EmbedderUnavailable``).
 - ``POST /ask``: ``{"question": "..."}`` answered by the extractive drafter; bad input is
-  refused by ``asking.read_question`` (400/413/422, naming the reason) before any drafter.
+  refused by ``free_text`` (400/413/415/422, naming the reason) before any drafter. The
+  content type is checked and the body read with a ceiling (``read_bounded``) before
+  anything is buffered: an oversized body is refused on its ``Content-Length`` or as soon as
+  the bytes received pass the limit, and the connection is closed.
 - ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
   JSON when the client prefers ``application/json``.
 - ``GET /`` and ``GET /q/{id}``: the question list and one answer as HTML, same statuses.
@@ -27,6 +31,9 @@ the same fields. ``/answer`` and ``/q`` tags are weak (responses differ only in 
 and come from ``FixedAnswers``, which keeps each fixed answer per Index object, so a
 revalidation or a repeat does no answering work; the others are strong. ``/section`` sends
 ``Vary: Accept``. A 404 or 503 ignores the field (section 13.2.1) and carries no tag.
+
+Every JSON response carries ``X-Content-Type-Options: nosniff``, and an id echoed in a 404
+is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent.
 
 Every response that carries an answer or a section from an index carries
 ``X-Index-Version``, equal to the body's ``index_version``; it is taken from the outcome
@@ -60,12 +67,21 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from rag_contract.answering.drafting import DraftError
-from rag_contract.answering.free_text import AskRejected, read_question, validate_question
+from rag_contract.answering.free_text import (
+    AskRejected,
+    body_too_large,
+    max_body_bytes,
+    read_question,
+    require_json,
+    validate_question,
+)
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
 from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
+from rag_contract.embedders.base import EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
+from rag_contract.web.bounded_body import BodyTooLarge, read_bounded
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.validators import CACHE_CONTROL, entity_tag, not_modified
@@ -81,22 +97,27 @@ _PAGE_HEADERS = {
     ),
     "X-Content-Type-Options": "nosniff",
 }
+_JSON_HEADERS = {"X-Content-Type-Options": "nosniff"}
+ECHO_MAX_CHARS = 80
 
 
 # --- outcomes the core does not name --------------------------------------------------
 
 
 @dataclass(frozen=True)
-class DraftFailed:
-    """The drafter raised ``DraftError`` (e.g. no recorded draft for this question).
+class ServiceFailed:
+    """A part of the request path refused: the drafter raised ``DraftError`` (e.g. no
+    recorded draft for this question: ``draft_unavailable``) or the query could not be
+    embedded (``EmbedderUnavailable``: ``embedder_unavailable``).
 
-    ``Service.answer`` lets it propagate; this is its translation: a service error (503)
+    ``Service.answer`` lets both propagate; this is their translation: a service error (503)
     with no state and no version (the acquired index is not visible from outside).
     """
 
     question_id: str | None
     question: str
     detail: str
+    error: str = "draft_unavailable"
     index_version: None = None
     http_status: int = 503
 
@@ -104,21 +125,23 @@ class DraftFailed:
         return {
             "question_id": self.question_id,
             "question": self.question,
-            "error": "draft_unavailable",
+            "error": self.error,
             "detail": self.detail,
             "index_version": None,
         }
 
 
-Outcome = Answer | Abandoned | DraftFailed
+Outcome = Answer | Abandoned | ServiceFailed
 
 
 def run_answer(service: Service, question: str, question_id: str | None) -> Outcome:
-    """``service.answer``, with a drafter failure as a value rather than a 500."""
+    """``service.answer``, with a drafter or embedder failure as a value rather than a 500."""
     try:
         return service.answer(question, question_id)
     except DraftError as exc:
-        return DraftFailed(question_id, question, str(exc))
+        return ServiceFailed(question_id, question, str(exc))
+    except EmbedderUnavailable as exc:
+        return ServiceFailed(question_id, question, str(exc), "embedder_unavailable")
 
 
 def run_fixed(service: Service, index: Index | None, q: Question) -> Outcome:
@@ -127,7 +150,7 @@ def run_fixed(service: Service, index: Index | None, q: Question) -> Outcome:
     try:
         return service.answer_on(index, q.question, q.id)
     except DraftError as exc:
-        return DraftFailed(q.id, q.question, str(exc))
+        return ServiceFailed(q.id, q.question, str(exc))
 
 
 def state_of(outcome: Outcome) -> str:
@@ -285,7 +308,7 @@ def _templates() -> jinja2.Environment:
 def _json(
     body: Mapping[str, Any], status: int, version: str | None = None, extra: Mapping[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse(dict(body), status_code=status, headers=_headers(version, extra))
+    return JSONResponse(dict(body), status_code=status, headers={**_JSON_HEADERS, **_headers(version, extra)})
 
 
 def _headers(version: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -318,8 +341,16 @@ def presentation_fingerprint(templates: Path, max_question_chars: int) -> str:
     return entity_tag(parts, weak=False)
 
 
+def echoed(key: str) -> str:
+    """``key`` as a reply may repeat it: at most ``ECHO_MAX_CHARS`` characters, a longer one
+    cut and marked with its length."""
+    if len(key) <= ECHO_MAX_CHARS:
+        return key
+    return f"{key[:ECHO_MAX_CHARS]}... ({len(key)} characters)"
+
+
 def _not_found(what: str, key: str) -> dict:
-    return {"error": "not_found", "detail": f"no {what} {key!r}"}
+    return {"error": "not_found", "detail": f"no {what} {echoed(key)!r}"}
 
 
 @dataclass(frozen=True)
@@ -360,7 +391,7 @@ def _page(
 
 
 def _not_found_page(web: WebState, what: str, key: str) -> HTMLResponse:
-    return _page(web, "not_found.html", 404, what=what, key=key)
+    return _page(web, "not_found.html", 404, what=what, key=echoed(key))
 
 
 def answer_all(service: Service, questions: QuestionSet) -> list[tuple[Question, Outcome]]:
@@ -388,7 +419,9 @@ async def get_questions(request: Request) -> Response:
     web = _web(request)
     # Strong: the body is fixed for the life of the process, byte for byte.
     headers, not_modified_reply = _validated(request, web.questions_tag, None)
-    return not_modified_reply or Response(web.questions_body, media_type="application/json", headers=headers)
+    return not_modified_reply or Response(
+        web.questions_body, media_type="application/json", headers={**_JSON_HEADERS, **headers}
+    )
 
 
 async def get_answer(request: Request) -> Response:
@@ -408,15 +441,23 @@ async def get_answer(request: Request) -> Response:
     if not_modified_reply:
         return not_modified_reply
     body = served.entity.body(served.budget)
-    return Response(body, answer.http_status, headers=headers, media_type="application/json")
+    return Response(body, answer.http_status, headers={**_JSON_HEADERS, **headers}, media_type="application/json")
 
 
 async def post_ask(request: Request) -> Response:
     web = _web(request)
+    max_chars = web.max_question_chars
     try:
-        question = read_question(await request.body(), web.max_question_chars)
+        require_json(request.headers.get("content-type"))
+        try:
+            body = await read_bounded(request, max_body_bytes(max_chars))
+        except BodyTooLarge as exc:
+            raise body_too_large(exc.size, max_chars, exc.how) from None
+        question = read_question(body, max_chars)
     except AskRejected as exc:
-        return _json(exc.as_dict(), exc.status)
+        # The rest of a refused body is never read: close rather than drain it for keep-alive.
+        close = {"Connection": "close"} if exc.status in (413, 415) else None
+        return _json(exc.as_dict(), exc.status, extra=close)
     outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
 
@@ -431,7 +472,8 @@ async def get_ask_page(request: Request) -> Response:
     try:
         question = validate_question({"question": raw}, web.max_question_chars)
     except AskRejected as exc:
-        return _page(web, "ask.html", exc.status, asked=raw, error=exc.as_dict())
+        # The box is refilled with what was asked, up to the limit: a page never grows with the URL.
+        return _page(web, "ask.html", exc.status, asked=raw[: web.max_question_chars], error=exc.as_dict())
     outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     return _page(
         web,
@@ -458,7 +500,7 @@ async def get_section(request: Request) -> Response:
             return _json(reply.body, reply.http_status, reply.index_version, vary)
         if reply.http_status == 503:
             return _page(web, "unavailable.html", 503, headers=vary, detail=reply.body["detail"])
-        return _page(web, "not_found.html", 404, headers=vary, what="section", key=section_id)
+        return _page(web, "not_found.html", 404, headers=vary, what="section", key=echoed(section_id))
     # Strong: the version addresses the corpus the text comes from, and the presentation
     # fingerprint the code and templates that lay it out, so one tag is one byte sequence.
     kind = "json" if as_json else "html"
@@ -524,7 +566,8 @@ async def http_error(request: Request, exc: Exception) -> Response:
     # Unknown paths and wrong methods: the same JSON error shape as the routes.
     assert isinstance(exc, HTTPException)
     error = "not_found" if exc.status_code == 404 else "http_error"
-    return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    headers = {**_JSON_HEADERS, **(exc.headers or {})}
+    return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
 @contextlib.asynccontextmanager

@@ -7,16 +7,22 @@ answers are then no_context (503, no version) and ``/health`` says what is wrong
 services share the one registry:
 
 - the fixed questions: ``FixtureDrafter`` over ``eval/fixtures/drafts`` and the committed
-  question vector (``committed_vector``);
+  question vector (``committed_or_embedded``);
 - free text (``POST /ask``): ``ExtractiveDrafter`` with the thresholds' confidence and claim
-  count, and a query vector from the local embedder, warmed at startup so the first
-  question does not pay the model load (~0.3 s) against a 150 ms deadline.
+  count, and a query vector from the embedder the acquired index was built with
+  (``index_embedder_vector``: a vector is only comparable with vectors of its own model),
+  the served index's local model warmed at startup so the first question does not pay the
+  model load (~0.3 s) against a 150 ms deadline. An embedder that fails (an unknown name, a
+  remote one without its key) is ``EmbedderUnavailable``: a 503 naming it, not a 500.
 
 ``/health`` reads a ``StatusCache``: it re-hashes the corpus only when an input file's size
 or mtime moved. The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless
 one is passed: with several workers or instances, pass a shared ``RedisStore`` or each one
 limits on its own). ``app_for_probe`` is the same assembly for the gate's limiter probe;
-``serve`` runs it with uvicorn (``rag-contract serve``).
+``serve`` runs it with uvicorn (``rag-contract serve``), from the project at the ``root`` it is
+given (``--root``), in every worker too (``WORKER_APP`` rebuilds it from ``ROOT_ENV``).
+``port_from`` and ``redis_url_from`` read ``PORT`` and ``REDIS_URL``: a value that cannot
+be one is ``ServeConfigError``, one line naming the setting, before anything starts.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,9 +43,10 @@ from starlette.applications import Starlette
 from uvicorn.supervisors import Multiprocess
 
 from rag_contract.answering.drafting import Drafter, ExtractiveDrafter, FixtureDrafter
-from rag_contract.answering.service import QueryVector, Service, committed_vector
+from rag_contract.answering.service import QueryVector, Service
 from rag_contract.config.thresholds import Thresholds
-from rag_contract.embedders.base import Embedder
+from rag_contract.embedders import make_embedder
+from rag_contract.embedders.base import Embedder, EmbedderUnavailable
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import StatusCache
@@ -51,15 +59,102 @@ from rag_contract.web.ratelimit import BucketStore, MemoryStore, RedisStore
 ROOT_ENV = "RAG_CONTRACT_ROOT"
 REDIS_ENV = "RAG_CONTRACT_WORKER_REDIS_URL"
 DEFAULT_PORT = 8000
+# The app each worker process builds (an import string: workers import it afresh).
+WORKER_APP = "rag_contract.web.serving:served_app_from_env"
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+class ServeConfigError(ValueError):
+    """A serve setting (``PORT``, ``REDIS_URL``, their flags) that cannot be used, named."""
+
+
+def port_from(value: str | int, source: str = "PORT") -> int:
+    """``value`` as a TCP port (0-65535; 0 asks for any free port), else ``ServeConfigError``."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) > 65535:
+        raise ServeConfigError(f"{source}: {text[:40]!r} is not a port number (0-65535)")
+    return int(text)
+
+
+def redis_url_from(value: str, source: str = "REDIS_URL") -> str:
+    """``value`` when it is a redis URL (redis://, rediss://, unix://), else ``ServeConfigError``."""
+    scheme, sep, rest = value.strip().partition("://")
+    if not sep or scheme.lower() not in _REDIS_SCHEMES or not rest:
+        shown = f"{scheme[:20]}://..." if sep else "no scheme"
+        raise ServeConfigError(f"{source}: not a redis URL ({shown}); expected redis://host:port[/db]")
+    return value.strip()
+
+
+logger = logging.getLogger(__name__)
+
+EmbedderFor = Callable[[str], Embedder]
+
+
+def embedder_for(make: Callable[[str], Embedder] = make_embedder) -> EmbedderFor:
+    """name -> the embedder of that name, made on first use and kept (making one loads no
+    model and makes no call; the model loads on the first vector). Safe across threads."""
+    made: dict[str, Embedder] = {}
+    lock = threading.Lock()
+
+    def get(name: str) -> Embedder:
+        with lock:
+            if name not in made:
+                made[name] = make(name)
+            return made[name]
+
+    return get
 
 
 def embedded_vector(embedder: Embedder) -> QueryVector:
-    """Free text: the local embedder's vector (the index is not consulted for it)."""
+    """Free text embedded by ``embedder``, whatever the index (for callers that know they match)."""
 
     def query_vector(index: Index, text: str) -> np.ndarray:
         return embedder.embed([text])[0]
 
     return query_vector
+
+
+def index_embedder_vector(embedders: EmbedderFor) -> QueryVector:
+    """Free text embedded by the embedder the acquired index was built with
+    (``index.embedder_name``), so the query and the index vectors share a space. Any failure
+    to embed is ``EmbedderUnavailable`` naming the embedder (logged with its cause)."""
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        name = index.embedder_name
+        try:
+            return embedders(name).embed([text])[0]
+        except Exception as exc:
+            # A remote embedder can fail in many ways (no key, the ledger, the network); each
+            # is a service error for this request, not a crash of it.
+            logger.warning("embedder %s failed: %s: %s", name, type(exc).__name__, exc)
+            raise EmbedderUnavailable(f"embedder {name!r} could not embed the question ({type(exc).__name__})") from exc
+
+    return query_vector
+
+
+def committed_or_embedded(embedders: EmbedderFor) -> QueryVector:
+    """A fixed question: its committed vector, else (a question added after the build) the
+    index's own embedder (``index_embedder_vector``)."""
+    embedded = index_embedder_vector(embedders)
+
+    def query_vector(index: Index, text: str) -> np.ndarray:
+        vec = index.question_vectors.get(text)
+        return vec if vec is not None else embedded(index, text)
+
+    return query_vector
+
+
+def warm(embedders: EmbedderFor, name: str) -> None:
+    """Load the local model of embedder ``name`` now rather than inside a request's deadline.
+    A remote embedder is not called (a call would be paid); a name that cannot be made is
+    logged and left to the requests, which answer 503 naming it."""
+    try:
+        embedder = embedders(name)
+    except Exception as exc:  # noqa: BLE001 - startup goes on; /ask reports the embedder per request
+        logger.warning("embedder %s cannot be made: %s", name, exc)
+        return
+    if isinstance(embedder, LocalEmbedder):
+        embedder.embed(["warm up"])
 
 
 def extractive_drafter(thresholds: Thresholds) -> ExtractiveDrafter:
@@ -74,12 +169,13 @@ def build_services(
     *,
     fixture_drafter: Drafter,
     ask_drafter: Drafter,
-    embedder: Embedder,
+    embedders: EmbedderFor,
     clock: Callable[[], float],
 ) -> tuple[Service, Service]:
-    """(fixed-question service, free-text service), both over ``registry``."""
-    fixed = Service(registry, thresholds, fixture_drafter, clock, committed_vector(embedder))
-    free = Service(registry, thresholds, ask_drafter, clock, embedded_vector(embedder))
+    """(fixed-question service, free-text service), both over ``registry``, each query
+    embedded (when it must be) by the embedder of the index the request acquired."""
+    fixed = Service(registry, thresholds, fixture_drafter, clock, committed_or_embedded(embedders))
+    free = Service(registry, thresholds, ask_drafter, clock, index_embedder_vector(embedders))
     return fixed, free
 
 
@@ -91,16 +187,22 @@ def assemble(
     rate_clock: Callable[[], float],
     rate_store: BucketStore,
     status: Callable[[], Mapping[str, Any]],
-    embedder: LocalEmbedder | None = None,
+    embedders: EmbedderFor | None = None,
 ) -> Starlette:
-    """The served app over an already loaded project and registry (no I/O beyond that)."""
-    embedder = embedder or LocalEmbedder()
+    """The served app over an already loaded project and registry (no I/O beyond that).
+
+    ``embedders`` (default ``embedder_for(make_embedder)``, as the CLI) gives each request
+    the embedder its index was built with; the one of the index served at startup (else the
+    configured ``index.embedder``) is warmed at lifespan startup."""
+    embedders = embedders or embedder_for()
+    startup = registry.acquire()
+    warm_name = startup.embedder_name if startup is not None else project.thresholds.index.embedder
     fixed, free = build_services(
         registry,
         project.thresholds,
         fixture_drafter=FixtureDrafter(project.paths.drafts),
         ask_drafter=extractive_drafter(project.thresholds),
-        embedder=embedder,
+        embedders=embedders,
         clock=clock,
     )
     return create_app(
@@ -112,7 +214,7 @@ def assemble(
         status=status,
         clock=rate_clock,
         rate_store=rate_store,
-        warmup=lambda: embedder.embed(["warm up"]),
+        warmup=lambda: warm(embedders, warm_name),
     )
 
 
@@ -187,7 +289,7 @@ def serve(
     """
 
     if port is None:
-        port = int(os.environ.get("PORT") or DEFAULT_PORT)
+        port = port_from(os.environ.get("PORT") or DEFAULT_PORT)
     root = Path(root) if root else find_root()
     common: dict[str, Any] = dict(host=host, port=port, proxy_headers=False, server_header=False)
     if workers <= 1:
@@ -199,7 +301,7 @@ def serve(
     if redis_url:
         os.environ[REDIS_ENV] = redis_url
 
-    config = uvicorn.Config("rag_contract.serving:served_app_from_env", factory=True, workers=workers, **common)
+    config = uvicorn.Config(WORKER_APP, factory=True, workers=workers, **common)
     # uvicorn.run would bind with config.bind_socket(), whose listener leaves proto at 0:
     # asyncio then never sets TCP_NODELAY on accepted connections, and every keep-alive
     # response waits ~40 ms for the client's delayed ACK (uvicorn issue #3149). The

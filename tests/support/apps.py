@@ -19,7 +19,7 @@ from typing import Any
 from starlette.applications import Starlette
 
 from rag_contract.answering.drafting import Drafter, FixtureDrafter
-from rag_contract.answering.service import QueryVector, Service
+from rag_contract.answering.service import QueryVector, Service, committed_vector
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
@@ -28,7 +28,7 @@ from rag_contract.index.store import Index
 from rag_contract.project import Project
 from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import BucketStore, MemoryStore
-from rag_contract.web.serving import committed_vector, embedded_vector, extractive_drafter
+from rag_contract.web.serving import embedded_vector, extractive_drafter
 
 Clock = Callable[[], float]
 FROZEN: Clock = lambda: 0.0  # noqa: E731 - a clock that never moves: budgets are all zeros

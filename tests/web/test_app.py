@@ -28,13 +28,13 @@ from rag_contract.answering.free_text import (
     validate_question,
 )
 from rag_contract.answering.grounding import Claim, check_claim
-from rag_contract.answering.service import Service, consult, stored_vector
+from rag_contract.answering.service import Service, committed_vector, consult, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import Change, IndexStatus
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import prefers_json, section_href, section_id_from_ref
 from rag_contract.web.ratelimit import Allowance, Decision, StoreUnavailable, probe
-from rag_contract.web.serving import app_for_probe, committed_vector, extractive_drafter
+from rag_contract.web.serving import app_for_probe, extractive_drafter
 from tests.support.apps import FROZEN, fresh_status, generous, make_app
 from tests.support.clocks import jump_clock
 
@@ -367,6 +367,8 @@ def _refusals(max_chars: int) -> list[tuple[str, bytes, int, str]]:
         ("lone surrogate", b'{"question": "What \\ud800 is a URI?"}', 422, "question_not_text"),
         ("empty", b'{"question": ""}', 422, "question_empty"),
         ("whitespace only", b'{"question": " \\n\\t\\u3000 "}', 422, "question_empty"),
+        ("zero-width only", b'{"question": "\\u200b\\u200d\\ufeff\\u2060\\u00ad"}', 422, "question_empty"),
+        ("a mark and blank fillers", b'{"question": " \\u0301\\u3164\\u2800\\u115f "}', 422, "question_empty"),
         ("one character too long", json.dumps({"question": "a" * (max_chars + 1)}).encode(), 413, "question_too_long"),
         (
             "body too large",
@@ -397,7 +399,7 @@ def test_ask_refusals_name_the_reason_and_never_reach_a_drafter(project, index, 
         make_app(project, Registry(index), drafts=drafts, embedder=embedder, ask_drafter=spy, ask_vector=spy_vector)
     )
     for name, body, status, reason in _refusals(max_chars):
-        for content_type in ("application/json", "text/plain"):
+        for content_type in ("application/json", "application/json; charset=utf-8", "Application/JSON"):
             r = client.post("/ask", content=body, headers={"content-type": content_type})
             assert r.status_code == status, (name, r.text)
             assert r.json()["reason"] == reason, name

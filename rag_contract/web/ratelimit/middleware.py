@@ -39,6 +39,7 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], retry_after_
                 (b"content-length", str(len(payload)).encode()),
                 (b"retry-after", str(retry_after_s).encode()),
                 (b"cache-control", b"no-store"),
+                (b"x-content-type-options", b"nosniff"),
             ],
         }
     )

@@ -1,0 +1,48 @@
+"""A request body read with a ceiling: no more than ``limit`` bytes (plus one chunk) are ever held.
+
+Contract: ``read_bounded(request, limit)`` returns the whole body when it is at most ``limit``
+bytes. Otherwise it raises ``BodyTooLarge`` without buffering the rest:
+
+- on the declared ``Content-Length`` (``how="declares"``), before reading a byte;
+- while streaming (``how="has at least"``, with the bytes received so far), as soon as the
+  received bytes pass ``limit``: a chunked or under-declared body is cut off there.
+
+The server itself buffers at most one flow-control window per connection (uvicorn pauses
+reading past 64 KiB), so a refused body costs about ``limit`` plus that window, whatever its
+size. A malformed ``Content-Length`` is left to the server (uvicorn refuses it); one that
+reaches here unparsed is ignored and the streaming check still holds.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+
+class BodyTooLarge(Exception):
+    """The body passed the ceiling: ``size`` bytes, as ``how`` says ("declares", "has at least")."""
+
+    def __init__(self, size: int, how: str):
+        super().__init__(f"the body {how} {size} bytes")
+        self.size = size
+        self.how = how
+
+
+def declared_length(request: Request) -> int | None:
+    """The ``Content-Length`` header as a number, or None when absent or not a plain integer."""
+    raw = request.headers.get("content-length")
+    if raw is None or not raw.strip().isdigit():
+        return None
+    return int(raw)
+
+
+async def read_bounded(request: Request, limit: int) -> bytes:
+    """The body, or ``BodyTooLarge`` once it is known to exceed ``limit`` bytes."""
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        raise BodyTooLarge(declared, "declares")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise BodyTooLarge(len(body), "has at least")
+    return bytes(body)

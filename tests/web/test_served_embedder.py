@@ -1,0 +1,115 @@
+"""Free text is embedded by the model the served index was built with, as the CLI does.
+
+An index "built by" a 1536-dimension embedder is made from the committed one: every vector
+is mapped through a fixed matrix with orthonormal rows (384 -> 1536), which keeps every
+cosine, so answers over it must equal answers over the committed index when the query is
+mapped the same way, and a 384-dimension query against it would be a shape error (the 500
+this guards against).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from rag_contract.embedders import make_embedder
+from rag_contract.embedders.base import Embedder
+from rag_contract.embedders.local import LocalEmbedder
+from rag_contract.embedders.openai_api import OpenAIEmbedder
+from rag_contract.index.registry import Registry
+from rag_contract.index.store import Index
+from rag_contract.web.ratelimit import MemoryStore
+from rag_contract.web.serving import assemble, embedder_for
+from tests.support.apps import FROZEN, fresh_status
+
+WIDE = OpenAIEmbedder.name  # the name an index built by text-embedding-3-small carries
+QUESTION = "How do I write an IPv6 address as the host of a URL?"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Widened:
+    """The local model's vectors times ``basis`` (orthonormal rows): the same cosines, 1536 wide."""
+
+    inner: LocalEmbedder
+    basis: np.ndarray
+    calls: list[str] = dataclasses.field(default_factory=list)
+
+    identity = "widened"
+    dimensions = 1536
+
+    def embed(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        self.calls.extend(texts)
+        return (self.inner.embed(texts) @ self.basis).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def basis() -> np.ndarray:
+    q, _ = np.linalg.qr(np.random.default_rng(7).standard_normal((1536, 384)))
+    return q.T.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def wide_index(index: Index, basis: np.ndarray) -> Index:
+    return dataclasses.replace(
+        index,
+        embedder_name=WIDE,
+        vectors=index.vectors @ basis,
+        sentence_vectors=index.sentence_vectors @ basis,
+        question_vectors={q: v @ basis for q, v in index.question_vectors.items()},
+    )
+
+
+def served(project, index: Index | None, embedders=None) -> TestClient:
+    """The served assembly (``serving.assemble``) over ``index``, as ``serve`` builds it."""
+    app = assemble(
+        project,
+        Registry(index),
+        clock=FROZEN,
+        rate_clock=FROZEN,
+        rate_store=MemoryStore(),
+        status=fresh_status(index),
+        embedders=embedders,
+    )
+    return TestClient(app)
+
+
+def claims_of(response) -> list[tuple[str, str]]:
+    return [(c["section_id"], c["text"]) for c in response.json()["claims"]]
+
+
+def test_the_default_embedders_are_made_by_the_index_name_as_the_cli_makes_them():
+    embedders = embedder_for()
+    assert isinstance(embedders(WIDE), OpenAIEmbedder)
+    assert isinstance(embedders(LocalEmbedder.name), LocalEmbedder)
+    assert embedders(WIDE) is embedders(WIDE)  # made once, kept
+
+
+def test_ask_over_an_index_of_another_embedder_embeds_with_that_embedder(project, index, wide_index, embedder, basis):
+    widened = Widened(embedder, basis)
+
+    def make(name: str) -> Embedder:
+        return widened if name == WIDE else make_embedder(name)
+
+    with served(project, wide_index, embedder_for(make)) as client:
+        wide = client.post("/ask", json={"question": QUESTION})
+    with served(project, index, embedder_for(lambda name: embedder)) as client:
+        local = client.post("/ask", json={"question": QUESTION})
+    assert wide.status_code == 200, wide.text
+    assert QUESTION in widened.calls
+    assert claims_of(wide) == claims_of(local) and claims_of(wide)
+    assert wide.json()["state"] == local.json()["state"]
+
+
+def test_an_embedder_that_cannot_embed_is_a_503_naming_it_not_a_500(project, wide_index):
+    # The default factory, as served: the index names the OpenAI embedder and there is no key
+    # (tests scrub it), so no call is made and the request is refused naming the embedder.
+    with served(project, wide_index) as client:
+        r = client.post("/ask", json={"question": QUESTION})
+    assert r.status_code == 503, r.text
+    assert r.json()["error"] == "embedder_unavailable"
+    assert WIDE in r.json()["detail"]
+    assert "x-index-version" not in r.headers
