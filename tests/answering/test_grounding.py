@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -406,3 +408,52 @@ def test_chunked_tokenising_equals_one_pass_over_every_section(corpus):
     for s in corpus.sections:
         text = grounding._normalise_text(f"{s.title}\n{s.text}")
         assert list(grounding._tokens(text)) == grounding._TOKEN.findall(text), s.id
+
+
+# --- the coverage floor at its boundary -------------------------------------------------------
+
+# A passage whose content words are exactly these; each claim below covers a known share of its
+# own content words, just below, at and just above the configured floor of 2/3.
+FRUIT = passage_terms("fruit#1", "apple banana cherry grape lemon mango", "")
+BOUNDARY = [
+    ("apple banana cherry kiwi papaya", 0.6, False),  # 3/5: below the floor, above floor - 0.2
+    ("apple banana cherry grape lemon kiwi papaya quince", 0.625, False),  # 5/8: just below
+    ("apple banana kiwi", 2 / 3, True),  # 2/3: at the floor, kept (the comparison is strict)
+    ("apple banana cherry grape kiwi papaya", 2 / 3, True),  # 4/6: at the floor, another way
+    ("apple banana cherry grape lemon kiwi papaya", 5 / 7, True),  # 5/7: just above
+    ("apple banana cherry kiwi", 0.75, True),  # 3/4: above the floor, below floor + 0.2
+]
+
+
+def _check_boundary(check) -> list[str]:
+    """What ``check`` (a ``check_claim``) gets wrong at the floor: one line per wrong verdict."""
+    wrong = []
+    for text, expected_coverage, kept in BOUNDARY:
+        v = check(Claim(text, "fruit#1"), {"fruit#1": FRUIT}, FLOOR)
+        if v.coverage != pytest.approx(expected_coverage) or v.kept is not kept:
+            wrong.append(f"{text!r}: coverage {v.coverage}, kept {v.kept}; expected {expected_coverage}, {kept}")
+        if not kept and not (
+            v.rule == RULE_COVERAGE and v.detail.startswith(f"coverage {expected_coverage:.2f} < floor 0.67")
+        ):
+            wrong.append(f"{text!r}: {v.rule} {v.detail}")
+    return wrong
+
+
+def test_coverage_floor_boundary():
+    assert _check_boundary(check_claim) == []
+
+
+@pytest.mark.parametrize(
+    "moved", ["coverage < coverage_floor - 0.2", "coverage < coverage_floor + 0.2", "coverage <= coverage_floor"]
+)
+def test_moving_the_coverage_comparison_fails_the_boundary_test(moved, monkeypatch):
+    """The comparison moved by 0.2 either way (or made inclusive) is caught by the boundary test."""
+    source = Path(grounding.__file__).read_text(encoding="utf-8")
+    assert source.count("if coverage < coverage_floor:") == 1
+    mutant = types.ModuleType("grounding_mutant")
+    monkeypatch.setitem(sys.modules, "grounding_mutant", mutant)  # dataclasses look their module up
+    exec(
+        compile(source.replace("if coverage < coverage_floor:", f"if {moved}:"), "grounding_mutant", "exec"),
+        mutant.__dict__,
+    )
+    assert _check_boundary(mutant.check_claim), f"`{moved}` passes the boundary test"
