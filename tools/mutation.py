@@ -45,6 +45,7 @@ _NOT_COPIED = {".git", ".venv", "mutants", "tmp", "build", "dist", ".hypothesis"
 # mutmut's exit codes that mean the tests noticed (a failing test, pytest's internal error, a timeout).
 _KILLED = {1, 3}
 _TIMEOUT = {36, 24, -24, 152, 255}
+_STATUS_CODE = {"survived": 0, "no tests": 33, "not killed": None}
 
 
 class MutationConfigError(ValueError):
@@ -114,11 +115,12 @@ def load_config(root: Path) -> dict[str, ModuleSpec]:
 
 
 def fingerprint(root: Path, spec: ModuleSpec) -> str:
-    """What decides a module's result: its source, its tests, its configuration entry."""
+    """What decides which mutants die: the module's source, its tests, what is mutated. (Its
+    floor and equivalents only classify the result: ``reclassify`` applies them.)"""
     h = hashlib.sha256()
     for rel in (spec.path, *spec.tests):
         h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
-    h.update(json.dumps(spec.raw, sort_keys=True).encode())
+    h.update(json.dumps(list(spec.functions)).encode())
     return h.hexdigest()[:16]
 
 
@@ -138,6 +140,9 @@ def _mutmut_config(root: Path, spec: ModuleSpec) -> str:
         'pytest_add_cli_args = ["-p", "no:randomly", "-q", "-p", "no:cacheprovider"]\n'
         f"pytest_add_cli_args_test_selection = [{args}]\n"
         "use_git_change_detection = false\n"
+        # workers fork from a process that has run no test, so no cache (grounding's per-token
+        # lru_caches) carries an unmutated answer into a mutant's run
+        'process_isolation = "forkserver"\n'
     )
 
 
@@ -225,7 +230,7 @@ def summarise(spec: ModuleSpec, codes: Mapping[str, int | None], survivors: Mapp
         diff = list(survivors[name])
         e = excused.get(name)
         reason = e.reason if e is not None and list(e.diff) == diff else None
-        status = "survived" if codes[name] == 0 else ("no tests" if codes[name] in (5, 33) else f"exit {codes[name]}")
+        status = "survived" if codes[name] == 0 else ("no tests" if codes[name] in (5, 33) else "not killed")
         listed.append({"mutant": name, "status": status, "diff": diff, "equivalent": reason})
     killed = sum(1 for v in codes.values() if v in _KILLED | _TIMEOUT)
     equivalent = sum(1 for s in listed if s["equivalent"])
@@ -243,6 +248,15 @@ def summarise(spec: ModuleSpec, codes: Mapping[str, int | None], survivors: Mapp
         "floor": spec.floor,
         "survivors": listed,
     }
+
+
+def reclassify(spec: ModuleSpec, entry: Mapping) -> dict:
+    """``entry`` summarised again under ``spec``'s floor and equivalents, without re-running."""
+    codes: dict[str, int | None] = {f"killed-{i}": 1 for i in range(entry["killed"])}
+    codes.update({s["mutant"]: _STATUS_CODE[s["status"]] for s in entry["survivors"]})
+    again = summarise(spec, codes, {s["mutant"]: s["diff"] for s in entry["survivors"]})
+    again["timeouts"] = entry["timeouts"]
+    return {**again, "fingerprint": entry.get("fingerprint")}
 
 
 def load_report(root: Path) -> dict:
@@ -302,9 +316,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("modules", nargs="*", help="modules from eval/mutation.yaml (default: all)")
     p.add_argument("--stale", action="store_true", help="run only the modules whose fingerprint changed")
     p.add_argument("--children", type=int, default=2, help="mutants tested at once (default 2)")
+    p.add_argument(
+        "--reclassify", action="store_true", help="apply eval/mutation.yaml's floors and equivalents, run nothing"
+    )
     args = p.parse_args(argv)
     root = find_root()
     specs = load_config(root)
+    if args.reclassify:
+        report = load_report(root)
+        report["modules"] = {n: reclassify(specs[n], e) for n, e in report["modules"].items() if n in specs}
+        write_report(root, report)
+        return 0
     names = list(args.modules) or list(specs)
     if args.stale:
         names = [n for n in names if n in stale(root, specs, load_report(root))]

@@ -4,6 +4,7 @@ when refused, the ledger's entries field by field, and where its temporary file 
 from __future__ import annotations
 
 import json
+import locale
 import os
 import time
 from datetime import UTC, datetime
@@ -27,7 +28,12 @@ from rag_contract.spend import (
 from tests.support.clocks import FakeClock
 
 DAY1 = datetime(2026, 11, 29, 23, 0, tzinfo=UTC).timestamp()  # one hour before UTC midnight
-PRICES = parse_prices({"as_of": "2026-11-01", "models": {"chat": {"input": 2.0, "output": 8.0}, "emb": {"input": 0}}})
+TABLE = {"as_of": "2026-11-01", "models": {"chat": {"input": 2.0, "output": 8.0}, "emb": {"input": 0}}}
+
+
+@pytest.fixture
+def prices():
+    return parse_prices(TABLE)
 
 
 def ledger_at(tmp_path: Path, cap: float = 1.0, now: float = DAY1) -> SpendLedger:
@@ -37,14 +43,14 @@ def ledger_at(tmp_path: Path, cap: float = 1.0, now: float = DAY1) -> SpendLedge
 # --- prices -------------------------------------------------------------------------------------
 
 
-def test_a_parsed_table_keeps_its_date_and_each_model_its_own_name():
-    assert PRICES.as_of == "2026-11-01"
-    assert (PRICES.of("chat").model, PRICES.of("emb").model) == ("chat", "emb")
+def test_a_parsed_table_keeps_its_date_and_each_model_its_own_name(prices):
+    assert prices.as_of == "2026-11-01"
+    assert (prices.of("chat").model, prices.of("emb").model) == ("chat", "emb")
     assert parse_prices({"as_of": "x", "models": {7: {"input": 1}}}).of("7").model == "7"
 
 
-def test_a_price_of_zero_is_a_price():
-    assert PRICES.input("emb") == 0.0
+def test_a_price_of_zero_is_a_price(prices):
+    assert prices.input("emb") == 0.0
     assert parse_prices({"as_of": "x", "models": {"m": {"input": 0, "output": 0.0}}}).output("m") == 0.0
 
 
@@ -75,21 +81,21 @@ def test_a_missing_table_says_every_paid_call_needs_it(tmp_path):
 # --- the prices of calls ------------------------------------------------------------------------
 
 
-def test_what_a_call_cost_is_tokens_times_each_price():
-    assert cost_of_completion(PRICES, "chat", 1_000_000, 500_000) == 2.0 + 4.0
-    assert cost_of_completion(PRICES, "chat", 250_000, 0) == 0.5
-    assert cost_of_embedding(PRICES, "chat", 3_000_000) == 6.0
+def test_what_a_call_cost_is_tokens_times_each_price(prices):
+    assert cost_of_completion(prices, "chat", 1_000_000, 500_000) == 2.0 + 4.0
+    assert cost_of_completion(prices, "chat", 250_000, 0) == 0.5
+    assert cost_of_embedding(prices, "chat", 3_000_000) == 6.0
     with pytest.raises(PricesError, match="no output price"):
-        cost_of_completion(PRICES, "emb", 1, 1)
+        cost_of_completion(prices, "emb", 1, 1)
 
 
 @pytest.mark.parametrize(("tokens", "refused"), [(0, True), (1, False), (2, False)])
-def test_a_completion_may_be_one_token_long(tokens, refused):
+def test_a_completion_may_be_one_token_long(prices, tokens, refused):
     if refused:
         with pytest.raises(ValueError, match=f"max_completion_tokens must be >= 1, got {tokens}"):
-            price_completion(PRICES, "chat", "", tokens)
+            price_completion(prices, "chat", "", tokens)
     else:
-        assert price_completion(PRICES, "chat", "", tokens) == pytest.approx(
+        assert price_completion(prices, "chat", "", tokens) == pytest.approx(
             (CHAT_FRAMING_TOKENS * 2.0 + tokens * 8.0) / 1e6
         )
 
@@ -225,3 +231,16 @@ def test_a_failed_write_leaves_no_temporary_file_and_raises_its_own_error(tmp_pa
     with pytest.raises(OSError, match="disk full"):
         ledger_at(tmp_path).authorise(0.1, "call")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_ledger_is_utf8_whatever_the_locale(tmp_path):
+    """A "what" outside ASCII is written and read back under an ASCII locale too."""
+    ledger = ledger_at(tmp_path)
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert locale.getencoding() != "UTF-8"
+        ledger.authorise(0.1, "r\u00e9sum\u00e9 \u2014 call")
+        assert ledger.entries()[0]["what"] == "r\u00e9sum\u00e9 \u2014 call"
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
