@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint gate measure bench bench-save bench-compare eval index-status load clean
+.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -41,6 +41,13 @@ measure: $(STAMP)
 	$(BIN)/rag-contract eval-answers --quiet
 	$(BIN)/rag-contract agreement > /dev/null
 	$(BIN)/rag-contract thresholds update --allow-loosen
+	$(BIN)/python -m tools.readme
+
+# Mutation testing of the contract's rules (eval/mutation.yaml): writes eval/results/mutation.json,
+# then the README table. MODULES="grounding spend" runs only those; the test suite re-runs the
+# modules a change touched.
+mutate: $(STAMP)
+	$(BIN)/python -m tools.mutation $(MODULES)
 	$(BIN)/python -m tools.readme
 
 index-status: $(STAMP)

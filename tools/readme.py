@@ -160,6 +160,27 @@ def agreement_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def mutation_table(root: Path) -> str:
+    m = _load(root, "mutation.json")
+    lines = [
+        f"`make mutate` ({m['tool']}): per module, the mutants its tests were run against, how many they killed, "
+        "and the survivors (named equivalents in brackets); the score is killed over mutants that are not "
+        "equivalent.",
+        "",
+        "| module | mutated | mutants | killed | survived (equivalent) | score | floor |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, e in m["modules"].items():
+        scope = ", ".join(f"`{f}`" for f in e["functions"]) or "every function"
+        lines.append(
+            f"| {name} | `{e['path']}`: {scope} | {e['mutants']} | {e['killed']} | "
+            f"{e['survived']} ({e['equivalent']}) | {e['score'] * 100:.1f}% | {e['floor'] * 100:.0f}% |"
+        )
+    unexplained = [f"`{s['mutant']}`" for e in m["modules"].values() for s in e["survivors"] if not s["equivalent"]]
+    lines += ["", "Survivors not named as equivalent: " + (", ".join(unexplained) if unexplained else "none") + "."]
+    return "\n".join(lines) + "\n"
+
+
 def load_table(root: Path) -> str:
     path = Paths(root).result("load.json")
     if not path.is_file():
@@ -193,6 +214,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "abstention": abstention_table,
     "calibration": calibration_table,
     "agreement": agreement_table,
+    "mutation": mutation_table,
     "load": load_table,
     "stale-example": stale_example,
 }

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +39,14 @@ RETRIEVED_IDS = (
     "rfc9110#15.4.7",
     "rfc6265#4.1.2.6",
 )
+
+
+@pytest.fixture(autouse=True)
+def _cold_caches():
+    """Each test tokenises for itself: an answer cached by an earlier test would hide a changed
+    rule from the tests that pin it (and from mutation testing's map of which test runs what)."""
+    for cached in (grounding._chunk_tokens, grounding._literal_of, grounding._content_word):
+        cached.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -362,6 +372,7 @@ def test_literals(text, expected):
         "Section A.1",
         "rfc9111#4.2.1",
         "[RFC9110]",
+        "Section 4.2.1, Appendix B, RFC 9111, \u00a75 and [HTTP]",  # every kind of reference at once
     ],
 )
 def test_section_references_are_exempt(text):
@@ -379,6 +390,17 @@ def test_content_words_normalisation():
     assert content_words("the status of this process") == ("status", "process")  # -ss/-us not stemmed
     assert content_words("max-age and Max-Age") == ("max-age",)  # lower-cased, compounds whole
     assert content_words("Cache cache CACHES") == ("cache",)
+
+
+def test_typographic_apostrophes_and_hyphens_read_as_ascii():
+    assert grounding._normalise_text("the server\u2019s max\u2010age and no\u2011cache") == (
+        "the server's max-age and no-cache"
+    )
+    assert grounding._normalise_text("no\u2011cache") == "no-cache"
+    assert grounding._normalise_text("max\u2010age") == "max-age"
+    assert grounding._normalise_text("plain text") == "plain text"
+    assert literals("the max\u2010age directive") == ("max-age",)
+    assert content_words("the server\u2019s caches") == ("server", "cache")
 
 
 def test_passage_terms_rejoins_wrapped_hyphens_and_indexes_compound_parts():
@@ -406,3 +428,116 @@ def test_chunked_tokenising_equals_one_pass_over_every_section(corpus):
     for s in corpus.sections:
         text = grounding._normalise_text(f"{s.title}\n{s.text}")
         assert list(grounding._tokens(text)) == grounding._TOKEN.findall(text), s.id
+
+
+# --- the coverage floor at its boundary -------------------------------------------------------
+
+# A passage whose content words are exactly these; each claim below covers a known share of its
+# own content words, just below, at and just above the configured floor of 2/3.
+FRUIT = ("fruit#1", "apple banana cherry grape lemon mango")
+BOUNDARY = [  # claim, content words covered, content words, kept
+    ("apple banana cherry kiwi papaya", 3, 5, False),  # 0.6: below the floor, above floor - 0.2
+    ("apple banana cherry grape lemon kiwi papaya quince", 5, 8, False),  # 0.625: just below
+    ("apple banana kiwi", 2, 3, True),  # at the floor, kept (the comparison is strict)
+    ("apple banana cherry grape kiwi papaya", 4, 6, True),  # at the floor, another way
+    ("apple banana cherry grape lemon kiwi papaya", 5, 7, True),  # 0.714: just above
+    ("apple banana cherry kiwi", 3, 4, True),  # 0.75: above the floor, below floor + 0.2
+]
+
+
+def _check_boundary(check) -> list[str]:
+    """What ``check`` (a ``check_claim``) gets wrong at the floor: one line per wrong verdict."""
+    wrong = []
+    retrieved = {FRUIT[0]: passage_terms(*FRUIT)}
+    for text, covered, total, kept in BOUNDARY:
+        v = check(Claim(text, FRUIT[0]), retrieved, FLOOR)
+        if v.coverage != covered / total or v.kept is not kept:
+            wrong.append(f"{text!r}: coverage {v.coverage}, kept {v.kept}; expected {covered}/{total}, {kept}")
+        detail = f"coverage {covered / total:.2f} < floor 0.67 ({covered}/{total} content words in {FRUIT[0]})"
+        if not kept and (v.rule, v.detail) != (RULE_COVERAGE, detail):
+            wrong.append(f"{text!r}: {v.rule} {v.detail}; expected {detail}")
+    return wrong
+
+
+def test_coverage_floor_boundary():
+    assert _check_boundary(check_claim) == []
+
+
+@pytest.mark.parametrize(
+    "moved", ["coverage < coverage_floor - 0.2", "coverage < coverage_floor + 0.2", "coverage <= coverage_floor"]
+)
+def test_moving_the_coverage_comparison_fails_the_boundary_test(moved, monkeypatch):
+    """The comparison moved by 0.2 either way (or made inclusive) is caught by the boundary test."""
+    source = Path(grounding.__file__).read_text(encoding="utf-8")
+    if "# mutmut generated" in source:
+        pytest.skip("under `make mutate` the module is already a mutated copy; this test makes its own mutants")
+    assert source.count("if coverage < coverage_floor:") == 1
+    mutant = types.ModuleType("grounding_mutant")
+    monkeypatch.setitem(sys.modules, "grounding_mutant", mutant)  # dataclasses look their module up
+    exec(
+        compile(source.replace("if coverage < coverage_floor:", f"if {moved}:"), "grounding_mutant", "exec"),
+        mutant.__dict__,
+    )
+    assert _check_boundary(mutant.check_claim), f"`{moved}` passes the boundary test"
+
+
+@pytest.mark.parametrize("floor", [0.0, 1.0])
+def test_the_floor_may_be_zero_or_one(floor):
+    v = check_claim(Claim("apple kiwi", FRUIT[0]), {FRUIT[0]: passage_terms(*FRUIT)}, floor)
+    assert v.kept is (floor == 0.0)
+
+
+@pytest.mark.parametrize("floor", [-0.01, 1.01])
+def test_a_floor_outside_zero_to_one_is_refused(floor):
+    with pytest.raises(ValueError, match=rf"^coverage_floor must be within \[0, 1\], got {floor}$"):
+        check_claim(Claim("apple", FRUIT[0]), {FRUIT[0]: passage_terms(*FRUIT)}, floor)
+
+
+# --- tokens, one rule at a time ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("token", "literal"),
+    [
+        ("eTag", True),  # an internal capital after one letter
+        ("ETags", True),  # a plural of a mixed-case name is still a name
+        ("DNSes", True),  # a lower-case letter before the s: not an acronym plural
+        ("URIs", False),
+        ("co.uk", True),  # dotted parts of two letters
+        ("e.g", False),
+        ("don't", False),  # an apostrophe alone makes no literal
+        ("ETag'S", True),  # a possessive in capitals is still stripped
+        ("under_score", True),
+    ],
+)
+def test_what_makes_a_literal(token, literal):
+    assert literals(f"the {token} here") == (((token[:-2] if token.endswith("'S") else token),) if literal else ())
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("the process's value", ("process", "value")),  # a possessive is not a plural
+        ("they don't", ()),  # an apostrophe inside a stopword
+        ("an IP id", ("ip", "id")),  # two letters carry content
+        ("a b 2", ("2",)),  # one letter does not, one digit does
+        ("IDs", ("id",)),
+        ("3Ds", ("3d",)),  # an acronym plural whose only letter is the last
+        ("Ks", ("ks",)),  # two letters are no acronym plural
+        ("Entries", ("entry",)),
+        ("Process", ("process",)),
+        ("ties flies", ("tie", "fly")),
+        ("ids hops", ("ids", "hop")),  # three letters are never stemmed
+        ("analysis status", ("analysis", "status")),
+    ],
+)
+def test_what_a_content_word_is(text, words):
+    assert content_words(text) == words
+
+
+def test_passage_terms_exactly():
+    t = passage_terms("x#1", "HttpOnly's freshness_lifetime caches")
+    assert t.section_id == "x#1"
+    assert t.words == {"httponly's", "httponly", "freshness_lifetime", "caches"}
+    assert t.literals == {"HttpOnly", "freshness_lifetime"}
+    assert t.content == {"httponly", "freshness_lifetime", "freshness", "lifetime", "cache"}

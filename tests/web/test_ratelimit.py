@@ -122,20 +122,38 @@ def test_ttl_is_full_refill_time_plus_one_second():
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "message"),
     [
-        {"per_minute": 0, "burst": 1, "trusted_proxy_hops": 0},
-        {"per_minute": -5, "burst": 1, "trusted_proxy_hops": 0},
-        {"per_minute": float("inf"), "burst": 1, "trusted_proxy_hops": 0},
-        {"per_minute": float("nan"), "burst": 1, "trusted_proxy_hops": 0},
-        {"per_minute": 60, "burst": 0, "trusted_proxy_hops": 0},
-        {"per_minute": 60, "burst": 2.5, "trusted_proxy_hops": 0},
-        {"per_minute": 60, "burst": 1, "trusted_proxy_hops": -1},
+        ({"per_minute": 0, "burst": 1, "trusted_proxy_hops": 0}, "per_minute must be a positive finite number, got 0"),
+        ({"per_minute": -5, "burst": 1, "trusted_proxy_hops": 0}, "per_minute .* got -5"),
+        ({"per_minute": float("inf"), "burst": 1, "trusted_proxy_hops": 0}, "per_minute .* got inf"),
+        ({"per_minute": float("nan"), "burst": 1, "trusted_proxy_hops": 0}, "per_minute .* got nan"),
+        ({"per_minute": 60, "burst": 0, "trusted_proxy_hops": 0}, "burst must be an integer >= 1, got 0"),
+        ({"per_minute": 60, "burst": 2.5, "trusted_proxy_hops": 0}, "burst .* got 2.5"),
+        ({"per_minute": 60, "burst": True, "trusted_proxy_hops": 0}, "burst .* got True"),
+        (
+            {"per_minute": 60, "burst": 1, "trusted_proxy_hops": -1},
+            "trusted_proxy_hops must be an integer >= 0, got -1",
+        ),
+        ({"per_minute": 60, "burst": 1, "trusted_proxy_hops": 1.5}, "trusted_proxy_hops .* got 1.5"),
+        ({"per_minute": 60, "burst": 1, "trusted_proxy_hops": True}, "trusted_proxy_hops .* got True"),
     ],
 )
-def test_allowance_refuses_nonsense(kwargs):
-    with pytest.raises(ValueError):
+def test_allowance_refuses_nonsense_naming_the_field_and_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
         Allowance(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"per_minute": 1e-9, "burst": 1, "trusted_proxy_hops": 0},  # the smallest rates and depths allowed
+        {"per_minute": 60, "burst": 1, "trusted_proxy_hops": 0},
+        {"per_minute": 60, "burst": 1, "trusted_proxy_hops": 1},
+    ],
+)
+def test_allowance_accepts_the_boundaries(kwargs):
+    Allowance(**kwargs)
 
 
 def test_memory_store_forgets_idle_buckets_without_changing_decisions():
