@@ -4,9 +4,10 @@ Contract: a report set is what an ``eval/results/`` directory holds: ``retrieval
 and ``answers.json`` (optional). ``diff_reports(old, new)`` compares them in the serving mode:
 every question whose rank or answer state changed (worst move first: the largest rank increase,
 then a state change), the questions only in ``new`` (added) or only in ``old`` (removed), and the
-aggregate figures side by side. A rank of ``None`` (no expected section found at all) counts as
-worse than any rank. ``render_text`` and ``render_markdown`` present a diff, bounded to
-``max_rows`` question rows. Nothing here decides pass or fail: the gate does.
+aggregate figures side by side (answer states only when both sides have an answers report).
+A rank of ``None`` (no expected section found at all) counts as worse than any rank.
+``render_text`` and ``render_markdown`` present a diff, bounded to ``max_rows`` question rows.
+Nothing here decides pass or fail: the gate does.
 
 ``measure_revision(repo, rev)`` checks ``rev`` out in a temporary ``git worktree`` and runs that
 revision's own eval commands there (its code, its index, its question set), so the base of a
@@ -141,7 +142,9 @@ def _rank(rank: int | None) -> str:
 
 def diff_reports(old: ReportSet, new: ReportSet) -> ReportDiff:
     old_ranks, new_ranks = old.ranks(), new.ranks()
-    old_states, new_states = old.states(), new.states()
+    # states are compared only when both sides measured answers; otherwise neither side has any
+    with_states = old.answers is not None and new.answers is not None
+    old_states, new_states = (old.states(), new.states()) if with_states else ({}, {})
     both = [q for q in new_ranks if q in old_ranks] + [q for q in new_states if q in old_states and q not in new_ranks]
     moves = [
         QuestionMove(q, old_ranks.get(q), new_ranks.get(q), old_states.get(q), new_states.get(q))
@@ -189,7 +192,9 @@ def _delta(a: Aggregate) -> str:
     d = a.delta
     if d is None:
         return "n/a"
-    return f"{d:+d}" if isinstance(d, int) else ("0" if d == 0 else f"{d:+.4f}")
+    if d == 0:
+        return "0"
+    return f"{d:+d}" if isinstance(d, int) else f"{d:+.4f}"
 
 
 def render_text(diff: ReportDiff, max_rows: int = 50) -> str:
