@@ -32,9 +32,18 @@ from rag_contract.quality.agreement import agreement_report, load_annotations
 from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, run_check
-from rag_contract.quality.ratchet import current_bars, measured_bars, ratchet
 from rag_contract.quality.recording import draft_all, write_drafts
-from rag_contract.quality.thresholds_file import rewrite_thresholds, write_fitted
+from rag_contract.quality.report_diff import (
+    ReportSet,
+    RevisionError,
+    diff_reports,
+    load_report_set,
+    measure_revision,
+    render_markdown,
+    render_text,
+    save_report_set,
+)
+from rag_contract.quality.thresholds_file import update_thresholds, write_fitted
 from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
 from rag_contract.web.serving import (
     ServeConfigError,
@@ -60,6 +69,7 @@ LOAD_ERRORS = (
     PricesError,
     ClientConfigError,
     ServeConfigError,
+    RevisionError,
     FileNotFoundError,
 )
 
@@ -240,15 +250,41 @@ def cmd_thresholds_update(args) -> int:
     retrieval = evaluate_project(project, index).as_dict()
     fixture, _ = _services(project, index)
     answers = answers_report(fixture, project.questions.questions, index.version)
-    bars, changes = ratchet(current_bars(project.thresholds), measured_bars(retrieval, answers), args.allow_loosen)
-    for change in changes:
+    update = update_thresholds(
+        project.paths.thresholds, project.thresholds, retrieval, answers, index.version, args.allow_loosen, args.dry_run
+    )
+    for change in update.changes:
         print(change.describe())
-    skipped = [k for k, v in measured_bars(retrieval, answers).items() if bars.get(k) != v]
-    if skipped:
-        print(f"{len(skipped)} bar(s) would loosen and were kept (pass --allow-loosen): {', '.join(skipped[:10])}")
-    if not args.dry_run:
-        rewrite_thresholds(project.paths.thresholds, bars, index.version)
-    print(f"{len(changes)} change(s){' (dry run)' if args.dry_run else ''}; measured on {index.version}")
+    if update.kept:
+        kept = ", ".join(update.kept[:10])
+        print(f"{len(update.kept)} bar(s) would loosen and were kept (pass --allow-loosen): {kept}")
+    print(update.diff, end="")
+    print(f"{len(update.changes)} change(s){' (dry run)' if args.dry_run else ''}; measured on {index.version}")
+    return 0
+
+
+def cmd_diff(args) -> int:
+    """Per-question rank and state changes between two report sets; a base revision is measured."""
+    if args.base:
+        if len(args.reports) > 1:
+            raise SystemExit("rag-contract diff: with --base, give at most one report directory (the head)")
+        root = Path(args.root) if args.root else find_root()
+        old = measure_revision(root, args.base)
+        if args.save_base:
+            save_report_set(old, Path(args.save_base))
+        head = args.reports[0] if args.reports else None
+    else:
+        if len(args.reports) != 2:
+            raise SystemExit("rag-contract diff: give two eval/results/ directories, or --base REV")
+        old = load_report_set(Path(args.reports[0]))
+        head = args.reports[1]
+    if head is not None:
+        new = load_report_set(Path(head))
+    else:  # the working tree, measured now as the gate measures it
+        ctx = GateContext(Path(args.root) if args.root else find_root())
+        new = ReportSet(ctx.retrieval.as_dict(), ctx.answers)
+    diff = diff_reports(old, new)
+    print((render_markdown if args.markdown else render_text)(diff, args.max_rows), end="")
     return 0
 
 
@@ -345,6 +381,23 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--allow-loosen", action="store_true", help="also write bars that get looser (each is printed)")
     t.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
     t.set_defaults(func=cmd_thresholds_update)
+
+    s = sub.add_parser(
+        "diff",
+        help="per-question rank and state changes, aggregate deltas, new and removed questions, "
+        "between two eval/results/ directories or against a measured git revision",
+    )
+    s.add_argument(
+        "reports",
+        nargs="*",
+        metavar="RESULTS_DIR",
+        help="base and head eval/results/ directories (with --base: the head only; default: measured now)",
+    )
+    s.add_argument("--base", metavar="REV", help="measure this git revision in a temporary worktree as the base")
+    s.add_argument("--save-base", metavar="DIR", help="with --base: also write the measured base reports here")
+    s.add_argument("--markdown", action="store_true", help="Markdown instead of the terminal table")
+    s.add_argument("--max-rows", type=int, default=50, help="question rows shown (default 50)")
+    s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser("agreement", help="annotator agreement on the question set; writes eval/results/agreement.json")
     s.add_argument("--no-write", action="store_true", help="print only")

@@ -166,3 +166,23 @@ def test_eval_answers_on_a_new_question_file_drafts_what_has_no_recording(capsys
     assert rows["x1"]["state"] != "missing_draft" and rows["x1"]["claims"] > 0
     assert rows["x2"] == rows["x2"] | {"state": "unsupported", "expected_state": "unsupported"}
     assert (root / "eval" / "results" / "answers.json").read_bytes() == before
+
+
+def test_diff_of_two_results_directories_in_both_formats(capsys, root, tmp_path):
+    base = tmp_path / "base"
+    shutil.copytree(root / "eval" / "results", base)
+    report = json.loads((base / "retrieval.json").read_text())
+    q = report["modes"][report["serving_mode"]]["questions"][0]
+    q["rank"] += 4
+    (base / "retrieval.json").write_text(json.dumps(report))
+    code, out, _ = run(capsys, "diff", str(base), str(root / "eval" / "results"))
+    assert code == 0 and "1 question(s) moved (0 ranked lower, 1 higher)" in out
+    code, out, _ = run(capsys, "diff", "--markdown", str(base), str(root / "eval" / "results"))
+    assert f"| {q['id']} | {q['rank']} → {q['rank'] - 4} (-4) |" in out
+
+
+def test_diff_against_a_revision_that_does_not_exist_is_one_line(capsys, root):
+    code, _, err = run(
+        capsys, "--root", str(root), "diff", "--base", "no-such-revision-anywhere", str(root / "eval" / "results")
+    )
+    assert code == 2 and "no-such-revision-anywhere" in err and "exited 128" in err and "Traceback" not in err

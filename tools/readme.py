@@ -20,6 +20,7 @@ from pathlib import Path
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
 from tools.loadtest import render
+from tools.pr_example import example_summary
 
 _BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
 
@@ -217,6 +218,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "mutation": mutation_table,
     "load": load_table,
     "stale-example": stale_example,
+    "pr-summary": example_summary,
 }
 
 

@@ -4,18 +4,23 @@ Contract: ``rewrite_thresholds(path, bars, measured_on)`` and ``write_fitted(pat
 the file in place through a round-trip YAML reader, so comments, key order and quoting survive
 and the diff shows only the numbers that moved. The new text is validated by the thresholds
 loader before anything is written: a command cannot commit a file the loader would refuse.
+``update_thresholds`` is the ratchet end to end (rules from ``ratchet``, then this rewrite), the
+one core both the command line and the pytest option call.
 """
 
 from __future__ import annotations
 
+import difflib
 import io
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
-from rag_contract.config.thresholds import parse_thresholds
+from rag_contract.config.thresholds import Thresholds, parse_thresholds
+from rag_contract.quality.ratchet import Change, current_bars, measured_bars, ratchet
 
 
 def _load(path: Path) -> tuple[YAML, Any]:
@@ -25,12 +30,13 @@ def _load(path: Path) -> tuple[YAML, Any]:
     return yaml, yaml.load(Path(path).read_text(encoding="utf-8"))
 
 
-def _save(path: Path, yaml: YAML, doc: Any) -> str:
+def _save(path: Path, yaml: YAML, doc: Any, write: bool = True) -> str:
     buf = io.StringIO()
     yaml.dump(doc, buf)
     text = buf.getvalue()
     parse_thresholds(YAML(typ="safe").load(text))  # refuse to write a file the loader refuses
-    Path(path).write_text(text, encoding="utf-8")
+    if write:
+        Path(path).write_text(text, encoding="utf-8")
     return text
 
 
@@ -51,10 +57,10 @@ def write_fitted(path: Path, params: Mapping[str, Any]) -> str:
     return _save(path, yaml, doc)
 
 
-def rewrite_thresholds(path: Path, bars: Mapping[str, float | int | str], measured_on: str) -> str:
+def rewrite_thresholds(path: Path, bars: Mapping[str, float | int | str], measured_on: str, write: bool = True) -> str:
     """Write ``bars`` and ``measured_on`` into the thresholds file, keeping its comments and
     order (ceilings sorted by question id); return the new text. The result is validated by
-    the loader before anything is written."""
+    the loader before anything is written; ``write=False`` only returns it."""
     yaml, doc = _load(path)
     doc["measured_on"] = measured_on
     floors = doc["retrieval"]["floors"]
@@ -83,7 +89,41 @@ def rewrite_thresholds(path: Path, bars: Mapping[str, float | int | str], measur
             floors[key.split(".", 2)[2]] = value
         elif key.startswith("answers."):
             doc["answers"][key.split(".", 1)[1]] = value
-    return _save(path, yaml, doc)
+    return _save(path, yaml, doc, write)
+
+
+@dataclass(frozen=True)
+class ThresholdsUpdate:
+    changes: tuple[Change, ...]
+    kept: tuple[str, ...]  # bars the measurement would loosen, kept because loosening was not allowed
+    diff: str  # unified diff of the file, empty when nothing moved
+    written: bool
+
+
+def update_thresholds(
+    path: Path,
+    committed: Thresholds,
+    retrieval: Mapping[str, Any],
+    answers: Mapping[str, Any] | None,
+    measured_on: str,
+    allow_loosen: bool = False,
+    dry_run: bool = False,
+) -> ThresholdsUpdate:
+    """The ratchet, applied: bars from the measurement by the committed rules, tighten-only unless
+    ``allow_loosen``, written into ``path`` (unless ``dry_run``) with comments and order kept.
+    ``rag-contract thresholds update`` and ``pytest --ragcontract-update`` both call this."""
+    measured = measured_bars(retrieval, answers)
+    bars, changes = ratchet(current_bars(committed), measured, allow_loosen)
+    before = Path(path).read_text(encoding="utf-8")
+    after = rewrite_thresholds(path, bars, measured_on, write=not dry_run)
+    name = Path(path).name
+    diff = "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+        )
+    )
+    kept = tuple(k for k, v in measured.items() if bars.get(k) != v)
+    return ThresholdsUpdate(tuple(changes), kept, diff, written=not dry_run and after != before)
 
 
 def _question_order(qid: str) -> tuple[str, int]:

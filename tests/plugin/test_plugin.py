@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.project_copy import copy_project, edit_thresholds
 
@@ -78,3 +79,56 @@ def test_an_allowance_the_loader_must_refuse_fails_the_gate_at_load(pytester, py
     assert out.returncode == 1
     assert "1 failed" in out.stdout
     assert "rate_limit.max_requests_per_minute: 400/min" in out.stdout and "quarter" in out.stdout
+
+
+XSD = Path(__file__).with_name("junit-xunit1.xsd")
+
+
+def test_on_github_a_failure_gives_a_summary_an_annotation_on_its_line_and_valid_xunit1(
+    pytester, pytester_copy, monkeypatch
+):
+    from lxml import etree
+
+    edit_thresholds(pytester_copy, lambda t: t["retrieval"]["ceilings"].__setitem__("q01", 1))
+    summary, junit = pytester_copy / "summary.md", pytester_copy / "gate.junit.xml"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    out = _pytest_gate(pytester, pytester_copy, "-k", "retrieval/ceiling or floor", f"--junitxml={junit}")
+    assert out.returncode == 1
+    lines = (pytester_copy / "eval" / "thresholds.yaml").read_text().splitlines()
+    line = lines.index("    q01: 1") + 1
+    errors = [ln for ln in out.stdout.splitlines() if ln.startswith("::error ")]
+    assert errors == [errors[0]] and errors[0].startswith(
+        f"::error file=eval/thresholds.yaml,line={line},title=gate%3A retrieval/ceiling/q01::q01 "
+    )
+    text = summary.read_text()
+    assert text.startswith("### rag-contract gate failed: 1 failed")
+    assert "| `retrieval/ceiling/q01` | rank 3, ceiling 1 |" in text
+    schema = etree.XMLSchema(etree.parse(str(XSD)))
+    assert schema.validate(etree.parse(str(junit))), schema.error_log
+    # the choice matters: the same report is not valid xunit2 (no <properties> in a testcase)
+    xunit2 = etree.parse(str(XSD))
+    seq = xunit2.find(".//{*}element[@name='testcase']/{*}complexType/{*}sequence")
+    seq.remove(seq[0])
+    assert not etree.XMLSchema(xunit2).validate(etree.parse(str(junit)))
+
+
+def test_a_summary_that_cannot_be_written_is_one_line_and_the_verdict_stands(pytester, pytester_copy):
+    out = _pytest_gate(pytester, pytester_copy, "-k", "floor", f"--ragcontract-summary={pytester_copy}")
+    assert out.returncode == 0, out.stdout[-2000:]
+    assert "rag-contract: CI summary not produced: IsADirectoryError" in out.stdout
+    assert "Traceback" not in out.stdout
+
+
+def test_unused_ceilings_count_what_was_collected_and_the_update_option_ratchets(pytester, pytester_copy):
+    def loosen_and_orphan(t):
+        t["retrieval"]["ceilings"]["q01"] = 9
+        t["retrieval"]["ceilings"]["q999"] = 4
+
+    edit_thresholds(pytester_copy, loosen_and_orphan)
+    out = _pytest_gate(pytester, pytester_copy, "-k", "retrieval/ceiling/q01", "--ragcontract-update")
+    # only q01's item ran; the 181 deselected ceilings were collected, so only q999 is unused
+    assert "1 unused ceiling entry in eval/thresholds.yaml (no collected item holds them): q999" in out.stdout
+    assert "retrieval.ceilings.q01: 9 -> 5" in out.stdout and "retrieval.ceilings.q999: 4 -> None" in out.stdout
+    ceilings = yaml.safe_load((pytester_copy / "eval" / "thresholds.yaml").read_text())["retrieval"]["ceilings"]
+    assert ceilings["q01"] == 5 and "q999" not in ceilings

@@ -1,0 +1,79 @@
+"""A pull request's change in miniature: one question regresses past its ceiling, another improves.
+
+The change is to annotations only (``expected`` sections in eval/questions.yaml), so it moves
+exactly two ranks and no vector: ``q08`` loses ``rfc6265#5.3`` (rank 1 -> 7, ceiling 3) and
+``q01`` gains ``rfc3986#6.2.2.3`` (rank 3 -> 1). ``remeasure`` then writes the reports as
+``rag-contract eval`` and ``eval-answers`` would, as an author commits them.
+
+``example_summary(root)`` applies it to a temporary copy of the project, runs every gate check
+except the timed one (its figure is the machine's, not the change's), and renders the step summary
+the plugin writes, against the committed reports: the README's "In a pull request" block. The
+workflow test applies the same change in a temporary git repository.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from rag_contract.quality.ci_report import FailedItem, step_summary
+from rag_contract.quality.gate import GateContext, checks, run_check
+from rag_contract.quality.report_diff import ReportSet, diff_reports, load_report_set
+
+REGRESSED, DROPPED = "q08", "rfc6265#5.3"
+IMPROVED, ADDED = "q01", "rfc3986#6.2.2.3"
+
+
+def _edit_expected(text: str, qid: str, edit) -> str:
+    block = re.search(rf"^  - id: {qid}\n(?:(?!  - id: ).*\n)*", text, re.M)
+    if block is None:
+        raise KeyError(f"no question {qid} in the question file")
+    line = re.search(r"^    expected: \[(.*)\]$", block.group(0), re.M)
+    if line is None:
+        raise KeyError(f"{qid} has no one-line expected list")
+    sections = [s.strip() for s in line.group(1).split(",")]
+    new_block = block.group(0).replace(line.group(0), f"    expected: [{', '.join(edit(sections))}]")
+    return text[: block.start()] + new_block + text[block.end() :]
+
+
+def regress_and_improve(root: Path, regress: bool = True, improve: bool = True) -> None:
+    """Edit eval/questions.yaml under ``root``: the regression, the improvement, or both."""
+    path = Path(root) / "eval" / "questions.yaml"
+    text = path.read_text(encoding="utf-8")
+    if regress:
+        text = _edit_expected(text, REGRESSED, lambda s: [x for x in s if x != DROPPED])
+    if improve:
+        text = _edit_expected(text, IMPROVED, lambda s: [*s, ADDED])
+    path.write_text(text, encoding="utf-8")
+
+
+def remeasure(ctx: GateContext) -> None:
+    """Write eval/results/retrieval.json and answers.json as their commands would."""
+    ctx.project.paths.result("retrieval.json").write_text(ctx.retrieval.to_json())
+    ctx.project.paths.result("answers.json").write_text(json.dumps(ctx.answers, indent=1, ensure_ascii=False) + "\n")
+
+
+def example_summary(root: Path) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp)
+        for name in ("corpus", "index", "eval"):
+            shutil.copytree(Path(root) / name, copy / name)
+        regress_and_improve(copy)
+        ctx = GateContext(copy)
+        remeasure(ctx)
+        failures, passed = [], 0
+        for check in checks(ctx):
+            if check.needs_measure:
+                continue
+            outcome = run_check(check, ctx)
+            if outcome.passed:
+                passed += 1
+            else:
+                failures.append(FailedItem(check.id, outcome.message, outcome.figures))
+        diff = diff_reports(
+            load_report_set(Path(root) / "eval" / "results"), ReportSet(ctx.retrieval.as_dict(), ctx.answers)
+        )
+    return step_summary(failures, passed, diff, "base", max_rows=10)
