@@ -5,7 +5,7 @@
   committed beside this module. No network, no model hub, no key. Text longer than the
   model's window is embedded as consecutive windows whose mean-pooled vectors are averaged
   (weighted by token count), so the tail of a long chunk is not silently dropped.
-  Measured on 2 cores: ~70 ms per 220-word chunk, so the ~870-chunk corpus takes about a minute.
+  Its cost is measured in docs/adr/0001-local-embedder.md.
   onnxruntime's telemetry (events stored under ~/.cache and uploaded to a Microsoft host) is
   switched off before the runtime is imported: ``ORT_DISABLE_TELEMETRY`` is read at import,
   and ``disable_telemetry_events()`` alone leaves the event store running.

@@ -4,8 +4,7 @@ Contract: ``similarities(matrix, vector)`` is each row's dot product with ``vect
 vectors, so these are cosines), computed by numpy's own loop (``einsum``), never by BLAS: OpenBLAS
 hands a product this size to several threads, whose partial sums make the last bits depend on the
 thread count (and so a score at a threshold could land either side of it on another machine), and
-on a busy two-core machine the threads cost far more than they save (the 5,000-row sentence
-product took 20-30 ms threaded under load, about 1 ms this way).
+on a busy two-core machine the threads cost more than they save (docs/adr/0003).
 
 ``best_per_group(values, groups, n)`` is the maximum of each contiguous run of rows, written at its
 section's position (``-1`` for a section with no rows).
