@@ -125,10 +125,12 @@ def addressed_terms(kept: Sequence[Verdict], index: Index) -> set[str]:
     return out
 
 
-def features(question: str, query_vector: np.ndarray | None, kept: Sequence[Verdict], index: Index) -> Features:
+def features(
+    question: str, query_vector: np.ndarray | None, kept: Sequence[Verdict], index: Index, addressed: set[str]
+) -> Features:
+    """``addressed``: the words the kept claims say (``addressed_terms``), computed once by the caller."""
     terms = set(content_words(question))
     w = index.weights
-    addressed = addressed_terms(kept, index)
     similarity = max((claim_similarity(index, v, query_vector) for v in kept), default=0.0)
     unseen = coverage(terms, {t for t in terms if not w.known(t)}, w)
     section = 0.0
@@ -188,10 +190,10 @@ def verdict_for(score: float, config: RelevanceConfig, unknown: Sequence[str] = 
 def assess(
     question: str, query_vector: np.ndarray | None, kept: Sequence[Verdict], index: Index, config: RelevanceConfig
 ) -> Relevance:
-    f = features(question, query_vector, kept, index)
+    said = addressed_terms(kept, index)
+    f = features(question, query_vector, kept, index, said)
     score = logit(f, config.weights)
     w = index.weights
-    said = addressed_terms(kept, index)
     # weightiest first; ties in question order, so the reason reads the same every time
     ordered = sorted(dict.fromkeys(content_words(question)), key=lambda t: -w(t))
     unaddressed = tuple(t for t in ordered if t not in said)[:NAMED_TERMS]

@@ -36,11 +36,10 @@ from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, Features, logit
 from rag_contract.answering.service import Service
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import FUSION_FEATURES, RELEVANCE_FEATURES, RelevanceConfig, Thresholds
-from rag_contract.embedders import make_embedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.project import Project
-from rag_contract.quality.evaluation import vectors_for
+from rag_contract.quality.evaluation import lazy_embed, vectors_for
 from rag_contract.retrieval.ranking import section_features
 
 FOLDS = 5
@@ -246,14 +245,7 @@ class Params:
 
 def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_ANSWER_COST) -> dict:
     questions = project.questions.questions
-    embedder = None
-
-    def embed(texts: list[str]) -> np.ndarray:
-        nonlocal embedder
-        embedder = embedder or make_embedder(index.embedder_name)
-        return embedder.embed(texts)
-
-    vectors = vectors_for(index, questions, embed)
+    vectors = vectors_for(index, questions, lazy_embed(index))
 
     def query_vector(_index: Index, text: str) -> np.ndarray:
         return vectors[text]

@@ -204,17 +204,25 @@ def retrieval_report(
     return RetrievalReport(index.version, question_fingerprint, serving_mode, k, modes, groups_of(answerable))
 
 
-def evaluate_project(project, index: Index | None = None) -> RetrievalReport:
-    """The committed eval: the project's question set against its committed index."""
-
-    index = index or load_index(project.paths.index)
-    r = project.thresholds.retrieval
+def lazy_embed(index: Index) -> Callable[[list[str]], np.ndarray]:
+    """Embeds with the index's own embedder, made (and its model loaded) only on first call:
+    a question set with every vector committed never loads a model."""
     embedder = None
 
     def embed(texts: list[str]) -> np.ndarray:
         nonlocal embedder
         embedder = embedder or make_embedder(index.embedder_name)
         return embedder.embed(texts)
+
+    return embed
+
+
+def evaluate_project(project, index: Index | None = None) -> RetrievalReport:
+    """The committed eval: the project's question set against its committed index."""
+
+    index = index or load_index(project.paths.index)
+    r = project.thresholds.retrieval
+    embed = lazy_embed(index)
 
     return retrieval_report(
         index,
