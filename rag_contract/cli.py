@@ -31,7 +31,7 @@ from rag_contract.quality.abstention import write_curve
 from rag_contract.quality.agreement import agreement_report, load_annotations
 from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate
 from rag_contract.quality.evaluation import answers_report, evaluate_project
-from rag_contract.quality.gate import GateContext, checks, run_check
+from rag_contract.quality.gate import GateContext, checks, frozen_clock, run_check
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.quality.report_diff import (
     ReportSet,
@@ -221,6 +221,7 @@ def cmd_eval_answers(args) -> int:
     project = _project(args)
     index = load_index(project.paths.index)
     fixture, _ = _services(project, index)
+    fixture.clock = frozen_clock  # as the gate measures it: states, never timings
     if args.questions:
         # A question file of its own: recorded drafts where they exist, drafted otherwise.
         fallback = (
