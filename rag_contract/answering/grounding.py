@@ -388,10 +388,8 @@ def _is_literal(token: str) -> bool:
 
 def _normalise_word(token: str) -> str | None:
     """The content-word form of a token, or None when it carries no content."""
-    word = token.lower()
-    if word.endswith("'s"):
-        word = word[:-2]
-    word = word.replace("'", "")
+    token = _strip_possessive(token)  # "URL's" is "URL": the plural-acronym rule below must not see "URL'"
+    word = token.lower().replace("'", "")
     if word in _STOPWORDS or (len(word) < 2 and not word.isdigit()):
         return None
     if len(token) > 2 and token.endswith("s") and token[:-1].isupper():

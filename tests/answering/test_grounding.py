@@ -388,6 +388,8 @@ def test_content_words_normalisation():
     assert content_words("The caches' responses and the server's entries") == ("cache", "response", "server", "entry")
     assert content_words("Caches MUST NOT store URIs") == ("cache", "store", "uri")
     assert content_words("the status of this process") == ("status", "process")  # -ss/-us not stemmed
+    # a possessive acronym is the acronym, not a plural of something shorter
+    assert content_words("a URL's host and the URI'S scheme") == ("url", "host", "uri", "scheme")
     assert content_words("max-age and Max-Age") == ("max-age",)  # lower-cased, compounds whole
     assert content_words("Cache cache CACHES") == ("cache",)
 
