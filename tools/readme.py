@@ -189,6 +189,28 @@ def load_table(root: Path) -> str:
     return render(json.loads(path.read_text()))
 
 
+def bench_table(root: Path) -> str:
+    """Medians of the committed pytest-benchmark baseline (``make bench-save``): the newest
+    saved run under ``eval/benchmarks/``."""
+    runs = sorted((root / "eval" / "benchmarks").glob("*/*.json"), key=lambda p: p.name)
+    if not runs:
+        return "No benchmark baseline is committed yet (`make bench-save`).\n"
+    run = json.loads(runs[-1].read_text(encoding="utf-8"))
+    info = run["machine_info"]
+    lines = [
+        f"Baseline `{runs[-1].name}`, saved {run['datetime'][:10]}: {info.get('cpu', {}).get('count', '?')} CPUs, "
+        f"Python {info['python_version']}.",
+        "",
+        "| benchmark | median ms | min ms | rounds |",
+        "|---|---|---|---|",
+    ]
+    for b in sorted(run["benchmarks"], key=lambda b: b["fullname"]):
+        st = b["stats"]
+        name = b["fullname"].removeprefix("tests/")
+        lines.append(f"| `{name}` | {st['median'] * 1e3:.3f} | {st['min'] * 1e3:.3f} | {st['rounds']} |")
+    return "\n".join(lines) + "\n"
+
+
 def stale_example(root: Path) -> str:
     """What index-status says after one byte is appended to a corpus file (manifest updated),
     run for real on a temporary copy of the project."""
@@ -217,6 +239,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "agreement": agreement_table,
     "mutation": mutation_table,
     "load": load_table,
+    "bench": bench_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }

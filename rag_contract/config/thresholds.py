@@ -26,7 +26,17 @@ from typing import Any
 from rag_contract.config.yamlfile import read_yaml
 
 MODES = ("dense", "lexical", "hybrid", "fused")
-FUSION_FEATURES = ("dense", "sentence", "lexical", "title", "dense_gap", "sentence_gap")
+FUSION_FEATURES = (
+    "dense",
+    "sentence",
+    "lexical",
+    "title",
+    "dense_gap",
+    "sentence_gap",
+    "ancestor_title",
+    "coverage",
+    "rank_fusion",
+)
 RELEVANCE_FEATURES = ("bias", "similarity", "coverage", "unseen", "section")
 FLOOR_KEYS = ("recall@1", "recall@5", "recall@10", "mrr")
 PROCESS_MINUTE_MS = 60_000.0

@@ -115,6 +115,9 @@ class Index:
     sentence_runs: tuple[np.ndarray, np.ndarray] = field(repr=False)  # likewise for sentences
     title_terms: tuple[frozenset[str], ...] = field(repr=False)  # content words of each title
     title_index: Mapping[str, np.ndarray] = field(repr=False)  # content word -> sections whose title has it
+    content_index: Mapping[str, np.ndarray] = field(repr=False)  # content word -> sections whose passage has it
+    # (sections x depth) rows of each section's ancestors (2.1 and 2 for 2.1.3), padded with len(sections)
+    ancestors: np.ndarray = field(repr=False)
     vocabulary: frozenset[str] = field(repr=False)  # every token of the corpus, lower-cased, hyphens kept
     spellings: frozenset[str] = field(repr=False)  # every word of the corpus as written (case kept)
     # a cache, not state: filled on first use, identical for every reader (dict writes are atomic)
@@ -181,6 +184,8 @@ def assemble(
         sentence_runs=runs(sentence_owner),
         title_terms=(titles := tuple(frozenset(content_words(s.title)) for s in by_id.values())),
         title_index=_inverted(titles),
+        content_index=_inverted([p.content for p in passages.values()]),
+        ancestors=_ancestors(tuple(by_id)),
         vocabulary=vocabulary(sections),
         spellings=frozenset(w for s in sections for w in _WORD.findall(unwrap_hyphens(f"{s.title}\n{s.text}"))),
     )
@@ -206,6 +211,23 @@ def _inverted(term_sets: Sequence[frozenset[str]]) -> Mapping[str, np.ndarray]:
         for t in terms:
             positions.setdefault(t, []).append(i)
     return MappingProxyType({t: np.array(v, dtype=np.int64) for t, v in positions.items()})
+
+
+def _ancestors(section_ids: Sequence[str]) -> np.ndarray:
+    """Row of every ancestor present in the index (``rfc#2.1`` and ``rfc#2`` for ``rfc#2.1.3``),
+    padded with ``len(section_ids)`` so a caller can index a score array extended by one zero."""
+    position = {sid: i for i, sid in enumerate(section_ids)}
+    rows: list[list[int]] = []
+    for sid in section_ids:
+        doc, _, number = sid.partition("#")
+        parts = number.split(".")
+        rows.append([position[a] for k in range(1, len(parts)) if (a := f"{doc}#{'.'.join(parts[:k])}") in position])
+    depth = max((len(r) for r in rows), default=0) or 1
+    a = np.full((len(rows), depth), len(rows), dtype=np.int64)
+    for i, r in enumerate(rows):
+        a[i, : len(r)] = r
+    a.setflags(write=False)
+    return a
 
 
 def _rows(section_ids: Sequence[str]) -> Mapping[str, range]:

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag_contract.answering.grounding import content_words
+from rag_contract.config.thresholds import FUSION_FEATURES
 from rag_contract.index.store import Index
 from rag_contract.retrieval.vectors import best_per_group, similarities
 
 MODES = ("dense", "lexical", "hybrid", "fused")
-FUSION_FEATURES = ("dense", "sentence", "lexical", "title", "dense_gap", "sentence_gap")
+RRF_K = 60  # the rank_fusion feature's constant (the usual one; not fitted)
 
 
 @dataclass(frozen=True)
@@ -60,22 +61,44 @@ def chunk_scores(index: Index, query_text: str, query_vector: np.ndarray | None,
     raise ValueError(f"unknown retrieval mode {mode!r}; known: {list(MODES)}")
 
 
+def _term_share(terms: set[str], inverted: Mapping[str, np.ndarray], n: int, index: Index) -> np.ndarray:
+    """Per section: the IDF-weighted share of ``terms`` that ``inverted`` says the section has."""
+    w = index.weights
+    total = sum(w(t) for t in terms) or 1.0
+    share = np.zeros(n, dtype=np.float64)
+    for t in terms:
+        rows = inverted.get(t)
+        if rows is not None:
+            share[rows] += w(t) / total
+    return share
+
+
+def _reciprocal_ranks(scores: np.ndarray, rrf_k: int) -> np.ndarray:
+    ranks = np.empty(len(scores), dtype=np.float64)
+    ranks[_order(scores)] = np.arange(1, len(scores) + 1)
+    return 1.0 / (rrf_k + ranks)
+
+
 def section_features(index: Index, query_text: str, query_vector: np.ndarray) -> np.ndarray:
-    """(sections x FUSION_FEATURES), rows in ``index.section_order``."""
+    """(sections x FUSION_FEATURES), rows in ``index.section_order``.
+
+    ``ancestor_title`` is the best title share among a section's ancestors (a question about a
+    cookie's Path names the parent "Set-Cookie" too); ``coverage`` the share of the question's
+    words anywhere in the passage; ``rank_fusion`` the reciprocal-rank fusion of the dense,
+    sentence and lexical legs, scaled so one first place is about 1/3.
+    """
     n = len(index.section_order)
     dense = best_per_group(similarities(index.vectors, query_vector), index.chunk_runs, n)
     sentence = best_per_group(similarities(index.sentence_vectors, query_vector), index.sentence_runs, n)
     bm25 = best_per_group(index.lexical.scores(query_text), index.chunk_runs, n)
     lexical = np.maximum(bm25, 0.0) / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
     terms = set(content_words(query_text))
-    w = index.weights
-    total = sum(w(t) for t in terms) or 1.0
-    title = np.zeros(n, dtype=np.float64)
-    for t in terms:
-        rows = index.title_index.get(t)
-        if rows is not None:
-            title[rows] += w(t) / total
-    return np.stack([dense, sentence, lexical, title, dense - dense.max(), sentence - sentence.max()], axis=1)
+    title = _term_share(terms, index.title_index, n, index)
+    ancestor_title = np.append(title, 0.0)[index.ancestors].max(axis=1)
+    coverage = _term_share(terms, index.content_index, n, index)
+    fused = sum(_reciprocal_ranks(leg, RRF_K) for leg in (dense, sentence, lexical)) * (RRF_K + 1) / 3
+    gaps = (dense - dense.max(), sentence - sentence.max())
+    return np.stack([dense, sentence, lexical, title, *gaps, ancestor_title, coverage, fused], axis=1)
 
 
 def fused_scores(index: Index, query_text: str, query_vector: np.ndarray, fusion: Mapping[str, float]) -> np.ndarray:
