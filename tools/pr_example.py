@@ -1,9 +1,10 @@
 """A pull request's change in miniature: one question regresses past its ceiling, another improves.
 
 The change is to annotations only (``expected`` sections in eval/questions.yaml), so it moves
-exactly two ranks and no vector: ``q08`` loses ``rfc6265#5.3`` (rank 1 -> 7, ceiling 3) and
-``q01`` gains ``rfc3986#6.2.2.3`` (rank 3 -> 1). ``remeasure`` then writes the reports as
-``rag-contract eval`` and ``eval-answers`` would, as an author commits them.
+exactly two ranks and no vector: ``q02`` loses ``rfc3986#6.2.2.1`` (rank 1 -> 5, ceiling 3) and
+``q03`` gains ``rfc3986#A`` (rank 3 -> 1, so its ceiling can tighten from 5 to 3). ``remeasure``
+then writes the reports as ``rag-contract eval`` and ``eval-answers`` would, as an author commits
+them.
 
 ``example_summary(root)`` applies it to a temporary copy of the project, runs every gate check
 except the timed one (its figure is the machine's, not the change's), and renders the step summary
@@ -23,8 +24,11 @@ from rag_contract.quality.ci_report import FailedItem, step_summary
 from rag_contract.quality.gate import GateContext, checks, run_check
 from rag_contract.quality.report_diff import ReportSet, diff_reports, load_report_set
 
-REGRESSED, DROPPED = "q08", "rfc6265#5.3"
-IMPROVED, ADDED = "q01", "rfc3986#6.2.2.3"
+REGRESSED, DROPPED = "q02", "rfc3986#6.2.2.1"
+IMPROVED, ADDED = "q03", "rfc3986#A"
+# (base rank, head rank, committed ceiling): what the tests of the workflow expect to see
+REGRESSED_RANKS = (1, 5, 3)
+IMPROVED_RANKS = (3, 1, 5)
 
 
 def _edit_expected(text: str, qid: str, edit) -> str:

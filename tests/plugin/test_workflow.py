@@ -1,7 +1,7 @@
 """The pull-request workflow, run for real: its commands in a temporary git repository whose base
-is this project and whose head regresses one question (q08, rank 1 -> 7, ceiling 3) and improves
-another (q01, rank 3 -> 1), as ``tools/pr_example.py`` describes. Then an improving change alone,
-followed by ``rag-contract thresholds update``, tightens the bars and leaves the gate green.
+is this project and whose head regresses one question and improves another, as
+``tools/pr_example.py`` describes. Then an improving change alone, followed by
+``rag-contract thresholds update``, tightens the bars and leaves the gate green.
 
 Every ``run:`` of .github/workflows/gate.yml runs in order with bash, except the step whose id is
 ``install`` (the test's interpreter is already installed) and ``uses:`` steps; a step with no ``if``
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools.pr_example import IMPROVED, REGRESSED, regress_and_improve
+from tools.pr_example import IMPROVED, IMPROVED_RANKS, REGRESSED, REGRESSED_RANKS, regress_and_improve
 
 pytestmark = pytest.mark.slow
 
@@ -106,12 +106,12 @@ def _run_workflow(repo: Path, base_sha: str, temp: Path) -> tuple[list[StepRun],
 
 @pytest.fixture(scope="module")
 def pull_request(root, tmp_path_factory):
-    """A repository whose head regresses q08 and improves q01 (reports re-measured and committed)."""
+    """A repository whose head regresses one question and improves another (reports re-measured and committed)."""
     repo = _project_repo(root, tmp_path_factory.mktemp("repo"))
     base = _git(repo, "rev-parse", "HEAD")
     regress_and_improve(repo)
     _remeasure(repo)
-    _git(repo, "commit", "-q", "-am", "annotations: q08 loses a section, q01 gains one")
+    _git(repo, "commit", "-q", "-am", f"annotations: {REGRESSED} loses a section, {IMPROVED} gains one")
     runs, summary = _run_workflow(repo, base, tmp_path_factory.mktemp("runner"))
     return repo, {r.name: r for r in runs}, summary
 
@@ -128,8 +128,12 @@ def test_a_regressing_head_fails_the_gate_step_and_the_job(pull_request):
 def test_the_step_summary_names_the_regressed_question_first_with_its_old_and_new_rank(pull_request):
     _, _, summary = pull_request
     table_rows = [ln for ln in summary.splitlines() if ln.startswith("| `")]
-    assert table_rows[0].startswith(f"| `retrieval/ceiling/{REGRESSED}` | rank 1 → 7, ceiling 3 |"), summary[:2000]
-    assert f"| {REGRESSED} | 1 → 7 (+6) |" in summary and f"| {IMPROVED} | 3 → 1 (-2) |" in summary
+    (r0, r1, ceiling), (i0, i1, _) = REGRESSED_RANKS, IMPROVED_RANKS
+    assert table_rows[0].startswith(f"| `retrieval/ceiling/{REGRESSED}` | rank {r0} → {r1}, ceiling {ceiling} |"), (
+        summary[:2000]
+    )
+    assert f"| {REGRESSED} | {r0} → {r1} (+{r1 - r0}) |" in summary
+    assert f"| {IMPROVED} | {i0} → {i1} (-{i0 - i1}) |" in summary
     assert summary.index("| item |") < summary.index("| question | rank (base → head)")
 
 
@@ -138,7 +142,7 @@ def test_the_annotation_points_at_the_line_of_the_bar_that_failed(pull_request):
     errors = [ln for ln in runs["Gate"].output.splitlines() if ln.startswith("::error ")]
     assert len(errors) == 1, errors
     lines = (repo / "eval" / "thresholds.yaml").read_text().splitlines()
-    line = lines.index(f"    {REGRESSED}: 3") + 1
+    line = lines.index(f"    {REGRESSED}: {REGRESSED_RANKS[2]}") + 1
     assert errors[0].startswith(
         f"::error file=eval/thresholds.yaml,line={line},title=gate%3A retrieval/ceiling/{REGRESSED}::{REGRESSED} "
     )
@@ -159,10 +163,11 @@ def test_an_improvement_then_thresholds_update_tightens_the_bars_and_the_gate_is
     rag = str(Path(sys.executable).parent / "rag-contract")
     update = subprocess.run([rag, "--root", str(repo), "thresholds", "update"], capture_output=True, text=True)
     assert update.returncode == 0, update.stderr
-    assert f"retrieval.ceilings.{IMPROVED}: 5 -> 3" in update.stdout
+    old, new = IMPROVED_RANKS[2], IMPROVED_RANKS[1] + 2
+    assert f"retrieval.ceilings.{IMPROVED}: {old} -> {new}" in update.stdout
     assert "LOOSENED" not in update.stdout
     diff = _git(repo, "diff", "--", "eval/thresholds.yaml")
-    assert f"-    {IMPROVED}: 5\n+    {IMPROVED}: 3" in diff
+    assert f"-    {IMPROVED}: {old}\n+    {IMPROVED}: {new}" in diff
     gate = subprocess.run(
         [sys.executable, "-m", "pytest", "-m", "gate", "-q", "--benchmark-disable", "-p", "no:cacheprovider"],
         cwd=repo,
