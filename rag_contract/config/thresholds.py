@@ -10,7 +10,9 @@ cannot both hold:
 - a gate latency bar above half the request deadline (a bar at the deadline is the deadline);
 - an allowance whose rate times the deadline exceeds a quarter of a process-minute (one
   client could then claim that much of the process);
-- a daily cap below a run it must permit (the rebuild or re-record ceilings).
+- a daily cap below a run it must permit (the rebuild or re-record ceilings);
+- a queue wait above half the request deadline (a request admitted that late would start
+  its answer having already waited most of a deadline).
 
 Every number must be finite (``.inf`` and ``.nan`` are YAML floats, and an infinite cap is no
 cap), and every number has an upper bound past which it no longer limits anything or would
@@ -113,6 +115,16 @@ class AskConfig:
 
 
 @dataclass(frozen=True)
+class AdmissionConfig:
+    """How many free-text answers run at once, how many wait, for how long (web/admission.py)."""
+
+    max_in_flight: int
+    max_queued: int
+    max_queue_wait_ms: float
+    retry_after_s: int
+
+
+@dataclass(frozen=True)
 class Thresholds:
     measured_on: str
     index: IndexConfig
@@ -124,6 +136,7 @@ class Thresholds:
     budget: BudgetConfig
     rate_limit: RateLimitConfig
     ask: AskConfig
+    admission: AdmissionConfig
 
 
 # --- the schema: each leaf is (type, rule) ---------------------------------------------
@@ -218,6 +231,12 @@ _SCHEMA: dict[str, Any] = {
         "trusted_proxy_hops": (int, _between(0, 8)),
     },
     "ask": {"max_question_chars": (int, _up_to(4000))},
+    "admission": {
+        "max_in_flight": (int, _up_to(64)),
+        "max_queued": (int, _between(0, 1024)),
+        "max_queue_wait_ms": (_NUMBER, _positive),
+        "retry_after_s": (int, _up_to(3600)),
+    },
 }
 
 
@@ -333,6 +352,11 @@ def check_rules(t: Thresholds) -> None:
             f"relevance.refuse_below: must be at most relevance.answer_at ({t.relevance.answer_at}), "
             f"got {t.relevance.refuse_below}"
         )
+    if t.admission.max_queue_wait_ms > b.request_deadline_ms / 2:
+        raise ThresholdsError(
+            f"admission.max_queue_wait_ms: a queued request may wait at most half of "
+            f"budget.request_deadline_ms ({b.request_deadline_ms} ms), got {t.admission.max_queue_wait_ms} ms"
+        )
     if t.rate_limit.max_client_burst > t.rate_limit.max_requests_per_minute:
         raise ThresholdsError("rate_limit.max_client_burst: must not exceed rate_limit.max_requests_per_minute")
 
@@ -355,6 +379,9 @@ def parse_thresholds(raw: Any) -> Thresholds:
         budget=BudgetConfig(**{k: float(v) for k, v in block["budget"].items()}),
         rate_limit=RateLimitConfig(**block["rate_limit"]),
         ask=AskConfig(**block["ask"]),
+        admission=AdmissionConfig(
+            **{**block["admission"], "max_queue_wait_ms": float(block["admission"]["max_queue_wait_ms"])}
+        ),
     )
     check_rules(t)
     return t
