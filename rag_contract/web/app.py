@@ -17,6 +17,7 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
   admitted (``admission.py``: an in-flight cap and a short queue) or shed at once: 503
   ``overloaded`` with ``Retry-After``. ``GET /ask?q=`` is screened and admitted the same way.
   An abandoned answer's 503 carries ``Retry-After`` too (a deadline spent is load, not a fault).
+  A body that has not all arrived within ``BODY_TIMEOUT_S`` is a 408 (``slow_clients.py``).
 - ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
   JSON when the client prefers ``application/json``.
 - ``GET /`` and ``GET /q/{id}``: the question list and one answer as HTML, same statuses.
@@ -86,9 +87,10 @@ from rag_contract.embedders.base import EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
-from rag_contract.web.bounded_body import BodyTooLarge, read_bounded
+from rag_contract.web.bounded_body import BodyTimeout, BodyTooLarge, read_bounded
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
+from rag_contract.web.slow_clients import BODY_TIMEOUT_S
 from rag_contract.web.validators import CACHE_CONTROL, entity_tag, not_modified
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -387,6 +389,7 @@ class WebState:
     questions_body: bytes  # GET /questions: constant for the process, encoded once
     questions_tag: str
     admission: Admission  # free-text answers in flight and queued (POST /ask, GET /ask?q=)
+    body_timeout_s: float  # POST /ask: the whole body within this, else 408 (slow_clients.py)
 
 
 def _web(request: Request) -> WebState:
@@ -465,13 +468,15 @@ async def post_ask(request: Request) -> Response:
     try:
         require_json(request.headers.get("content-type"))
         try:
-            body = await read_bounded(request, max_body_bytes(max_chars))
+            body = await read_bounded(request, max_body_bytes(max_chars), web.body_timeout_s)
         except BodyTooLarge as exc:
             raise body_too_large(exc.size, max_chars, exc.how) from None
+        except BodyTimeout as exc:
+            raise AskRejected(408, "body_timeout", str(exc)) from None
         question = read_question(body, max_chars)
     except AskRejected as exc:
         # The rest of a refused body is never read: close rather than drain it for keep-alive.
-        close = {"Connection": "close"} if exc.status in (413, 415) else None
+        close = {"Connection": "close"} if exc.status in (408, 413, 415) else None
         return _json(exc.as_dict(), exc.status, extra=close)
     try:
         async with web.admission.slot():
@@ -670,5 +675,6 @@ def create_app(
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
         admission=Admission(AdmissionLimits(**dataclasses.asdict(thresholds.admission))),
+        body_timeout_s=BODY_TIMEOUT_S,
     )
     return app
