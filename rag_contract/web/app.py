@@ -37,7 +37,9 @@ revalidation or a repeat does no answering work; the others are strong. ``/secti
 ``Vary: Accept``. A 404 or 503 ignores the field (section 13.2.1) and carries no tag.
 
 Every JSON response carries ``X-Content-Type-Options: nosniff``, and an id echoed in a 404
-is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent.
+is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent. A stray
+trailing slash is a 307 to the route with a relative ``Location`` (``slash_redirect.py``),
+never one built from the ``Host`` header.
 
 Every response that carries an answer or a section from an index carries
 ``X-Index-Version``, equal to the body's ``index_version``; it is taken from the outcome
@@ -90,6 +92,7 @@ from rag_contract.web.admission import Admission, AdmissionLimits, Shed
 from rag_contract.web.bounded_body import BodyTimeout, BodyTooLarge, read_bounded
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
+from rag_contract.web.slash_redirect import relative_slash_redirects
 from rag_contract.web.slow_clients import BODY_TIMEOUT_S
 from rag_contract.web.validators import CACHE_CONTROL, entity_tag, not_modified
 
@@ -654,6 +657,7 @@ def create_app(
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+    relative_slash_redirects(app.router)  # 307 Location from the path, never the Host header
     app.state.web = WebState(
         registry=registry,
         fixture_service=fixture_service,
