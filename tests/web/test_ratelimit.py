@@ -309,6 +309,9 @@ def test_client_identity(peer, forwarded_for, hops, expected):
         ("   " + "1.2.3.4" + " " * (MAX_ADDRESS_CHARS - 10), "1.2.3.4"),  # at the bound, stripped
         ("[fe80::1%eth0]:8080", "fe80::/64"),
         ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("[fe80::1%" + "a" * (MAX_ADDRESS_CHARS - 16) + "]:65535", "fe80::/64"),  # exactly at the bound
+        ("[2001:db8::2]:8", "2001:db8::/64"),  # a one-digit port
+        ("1.2.3.4%eth0", None),  # a zone belongs to IPv6 only
     ],
 )
 def test_address_key(text, expected):

@@ -9,7 +9,7 @@ spelling itself differently, and a key is never longer than an address:
 - IPv4 ``a.b.c.d`` (``1.2.3.4:5678`` without its port);
 - IPv6 keyed by its /64 (``2001:db8:0:1::/64``): one subscriber is usually handed a whole
   /64, so keying by the full address would give each client 2**64 buckets. ``[v6]:port``
-  loses its port and brackets, a zone (``%eth0``) is dropped, and an IPv4-mapped address
+  loses its port and brackets, a zone (``%eth0``) goes with the host bits, an IPv4-mapped address
   (``::ffff:1.2.3.4``) is the IPv4 address it maps;
 - anything else in the trusted entry (a name, ``unknown``, 8 KB of text) is no address:
   the request falls back to the peer, like a missing entry.
@@ -42,7 +42,6 @@ def address_key(text: str | None) -> str | None:
         if not port.isdigit():
             return None
         text = host
-    text = text.partition("%")[0]
     try:
         address = ipaddress.ip_address(text)
     except ValueError:
