@@ -205,7 +205,7 @@ _SCHEMA: dict[str, Any] = {
         "extractive_max_claims": (int, _up_to(50)),
         "evidence_lexical_weight": (_NUMBER, _between(0.0, MAX_WEIGHT)),
         "live_model": (str, None),
-        "max_completion_tokens": (int, _up_to(32_768)),
+        "max_completion_tokens": (int, _up_to(128_000)),  # past a long-context window: no bar
     },
     "relevance": {
         "weights": {f: (_NUMBER, _weight) for f in RELEVANCE_FEATURES},

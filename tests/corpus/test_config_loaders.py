@@ -74,7 +74,7 @@ def test_committed_thresholds_load():
         ("rate_limit.trusted_proxy_hops", 99, r"rate_limit.trusted_proxy_hops: must be between 0 and 8"),
         ("rate_limit.max_client_burst", 0, r"rate_limit.max_client_burst: must be > 0"),
         ("relevance.weights.bias", 1e9, r"relevance.weights.bias: must be between -1000.0 and 1000.0"),
-        ("drafting.max_completion_tokens", 10**7, r"drafting.max_completion_tokens: must be > 0 and at most 32768"),
+        ("drafting.max_completion_tokens", 10**7, r"drafting.max_completion_tokens: must be > 0 and at most 128000"),
         ("extra_block", {}, r"extra_block: unknown key"),
     ],
 )
