@@ -31,6 +31,8 @@ def redirect_target(scope: Scope, router: Router) -> str | None:
         return None
     # The path as sent, which (ASGI) includes the root_path a proxy mounts us under.
     raw = scope.get("raw_path") or path.encode("utf-8")
+    if raw.endswith(b"/") != path.endswith("/"):
+        return None  # the slash was sent encoded (%2F): part of an id, not a stray slash
     target = "/" + _other_spelling(raw).decode("latin-1").lstrip("/")
     query = scope.get("query_string", b"")
     return target + (f"?{query.decode('latin-1')}" if query else "")

@@ -214,7 +214,7 @@ def test_a_location_never_starts_with_two_slashes(app):
     assert redirect_target(scope, app.router) == "/health"
 
 
-@pytest.mark.parametrize("path", ["/nowhere/", "/health//x/", "/static/"])
+@pytest.mark.parametrize("path", ["/nowhere/", "/health//x/", "/static/", "/answer/q01%2F"])
 def test_a_path_no_route_matches_is_a_404_not_a_redirect(app, path):
     r = TestClient(app).get(path, headers={"Host": "evil.example"}, follow_redirects=False)
     assert r.status_code == 404
