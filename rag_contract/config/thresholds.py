@@ -10,13 +10,21 @@ cannot both hold:
 - a gate latency bar above half the request deadline (a bar at the deadline is the deadline);
 - an allowance whose rate times the deadline exceeds a quarter of a process-minute (one
   client could then claim that much of the process);
-- a daily cap below a run it must permit (the rebuild or re-record ceilings).
+- a daily cap below a run it must permit (the rebuild or re-record ceilings);
+- a queue wait above half the request deadline (a request admitted that late would start
+  its answer having already waited most of a deadline).
+
+Every number must be finite (``.inf`` and ``.nan`` are YAML floats, and an infinite cap is no
+cap), and every number has an upper bound past which it no longer limits anything or would
+let one request hold the process (``ask.max_question_chars: 1000000000``). A mapping that
+names a key twice is refused by the reader (``rag_contract.config.yamlfile``), naming the key.
 
 Nothing here reads the environment: raising a bar is a diff to the committed file.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -40,6 +48,8 @@ FUSION_FEATURES = (
 RELEVANCE_FEATURES = ("bias", "similarity", "coverage", "unseen", "section")
 FLOOR_KEYS = ("recall@1", "recall@5", "recall@10", "mrr")
 PROCESS_MINUTE_MS = 60_000.0
+# A fitted weight past this is a fit that diverged, not a weight (the committed ones are < 20).
+MAX_WEIGHT = 1000.0
 
 
 class ThresholdsError(ValueError):
@@ -115,6 +125,16 @@ class AskConfig:
 
 
 @dataclass(frozen=True)
+class AdmissionConfig:
+    """How many free-text answers run at once, how many wait, for how long (web/admission.py)."""
+
+    max_in_flight: int
+    max_queued: int
+    max_queue_wait_ms: float
+    retry_after_s: int
+
+
+@dataclass(frozen=True)
 class Thresholds:
     measured_on: str
     index: IndexConfig
@@ -126,6 +146,7 @@ class Thresholds:
     budget: BudgetConfig
     rate_limit: RateLimitConfig
     ask: AskConfig
+    admission: AdmissionConfig
 
 
 # --- the schema: each leaf is (type, rule) ---------------------------------------------
@@ -136,6 +157,19 @@ def _between(lo: float, hi: float):
         return None if lo <= v <= hi else f"must be between {lo} and {hi}"
 
     return rule
+
+
+def _up_to(hi: float):
+    """Positive and at most ``hi``: a bar past ``hi`` no longer bounds anything."""
+
+    def rule(v: float) -> str | None:
+        return None if 0 < v <= hi else f"must be > 0 and at most {hi}"
+
+    return rule
+
+
+def _weight(v: float) -> str | None:
+    return None if abs(v) <= MAX_WEIGHT else f"must be between {-MAX_WEIGHT} and {MAX_WEIGHT}"
 
 
 def _positive(v: float) -> str | None:
@@ -165,48 +199,54 @@ _SCHEMA: dict[str, Any] = {
     "measured_on": (str, _version),
     "index": {
         "embedder": (str, None),
-        "chunk_words": (int, _positive),
+        "chunk_words": (int, _up_to(5000)),
         "chunk_overlap": (int, _non_negative),
     },
     "retrieval": {
         "serving_mode": (str, _one_of(*MODES)),
-        "top_k": (int, _positive),
-        "rrf_k": (int, _positive),
-        "fusion": {f: (_NUMBER, None) for f in FUSION_FEATURES},
+        "top_k": (int, _up_to(100)),
+        "rrf_k": (int, _up_to(10_000)),
+        "fusion": {f: (_NUMBER, _weight) for f in FUSION_FEATURES},
         "floors": "floors",
         "ceilings": "ceilings",
     },
     "grounding": {"coverage_floor": (_NUMBER, _between(0.0, 1.0))},
     "drafting": {
-        "extractive_max_claims": (int, _positive),
-        "evidence_lexical_weight": (_NUMBER, _non_negative),
+        "extractive_max_claims": (int, _up_to(50)),
+        "evidence_lexical_weight": (_NUMBER, _between(0.0, MAX_WEIGHT)),
         "live_model": (str, None),
-        "max_completion_tokens": (int, _positive),
+        "max_completion_tokens": (int, _up_to(128_000)),  # past a long-context window: no bar
     },
     "relevance": {
-        "weights": {f: (_NUMBER, None) for f in RELEVANCE_FEATURES},
-        "answer_at": (_NUMBER, None),
-        "refuse_below": (_NUMBER, None),
+        "weights": {f: (_NUMBER, _weight) for f in RELEVANCE_FEATURES},
+        "answer_at": (_NUMBER, _weight),
+        "refuse_below": (_NUMBER, _weight),
     },
     "answers": {
         "min_grounded_rate": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
-        "max_answered_unanswerable": (int, _non_negative, _OPTIONAL),
+        "max_answered_unanswerable": (int, _between(0, 10_000), _OPTIONAL),
         "min_state_agreement": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
         "known_overanswered": "overanswered",
     },
     "budget": {
-        "request_deadline_ms": (_NUMBER, _positive),
+        "request_deadline_ms": (_NUMBER, _up_to(60_000.0)),
         "max_request_ms": (_NUMBER, _positive),
-        "daily_cap_usd": (_NUMBER, _positive),
-        "max_rebuild_usd": (_NUMBER, _non_negative),
-        "max_rerecord_usd": (_NUMBER, _non_negative),
+        "daily_cap_usd": (_NUMBER, _up_to(100.0)),
+        "max_rebuild_usd": (_NUMBER, _between(0.0, 100.0)),
+        "max_rerecord_usd": (_NUMBER, _between(0.0, 100.0)),
     },
     "rate_limit": {
         "max_requests_per_minute": (_NUMBER, _positive),
-        "max_client_burst": (int, _positive),
-        "trusted_proxy_hops": (int, _non_negative),
+        "max_client_burst": (int, _up_to(10_000)),
+        "trusted_proxy_hops": (int, _between(0, 8)),
     },
-    "ask": {"max_question_chars": (int, _positive)},
+    "ask": {"max_question_chars": (int, _up_to(4000))},
+    "admission": {
+        "max_in_flight": (int, _up_to(64)),
+        "max_queued": (int, _between(0, 1024)),
+        "max_queue_wait_ms": (_NUMBER, _positive),
+        "retry_after_s": (int, _up_to(3600)),
+    },
 }
 
 
@@ -221,6 +261,9 @@ def _check_leaf(path: str, value: Any, spec: tuple) -> Any:
     # bool is an int in Python; a YAML `true` is never a valid number here.
     if isinstance(value, bool) or not isinstance(value, typ):
         raise ThresholdsError(f"{path}: must be {_type_name(typ)}, got {value!r}")
+    # .inf and .nan are YAML floats; neither is a bar (every comparison with nan is false).
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ThresholdsError(f"{path}: must be a finite number, got {value!r}")
     if rule is not None and (problem := rule(value)):
         raise ThresholdsError(f"{path}: {problem}, got {value!r}")
     return value
@@ -266,7 +309,7 @@ def _check_ceilings(path: str, raw: Any) -> Mapping[str, int]:
     if not isinstance(raw, dict):
         raise ThresholdsError(f"{path}: must be a mapping of question id to rank")
     for qid, rank in raw.items():
-        _check_leaf(f"{path}.{qid}", rank, (int, _positive))
+        _check_leaf(f"{path}.{qid}", rank, (int, _up_to(100_000)))
     return MappingProxyType(dict(raw))
 
 
@@ -319,6 +362,11 @@ def check_rules(t: Thresholds) -> None:
             f"relevance.refuse_below: must be at most relevance.answer_at ({t.relevance.answer_at}), "
             f"got {t.relevance.refuse_below}"
         )
+    if t.admission.max_queue_wait_ms > b.request_deadline_ms / 2:
+        raise ThresholdsError(
+            f"admission.max_queue_wait_ms: a queued request may wait at most half of "
+            f"budget.request_deadline_ms ({b.request_deadline_ms} ms), got {t.admission.max_queue_wait_ms} ms"
+        )
     if t.rate_limit.max_client_burst > t.rate_limit.max_requests_per_minute:
         raise ThresholdsError("rate_limit.max_client_burst: must not exceed rate_limit.max_requests_per_minute")
 
@@ -341,6 +389,9 @@ def parse_thresholds(raw: Any) -> Thresholds:
         budget=BudgetConfig(**{k: float(v) for k, v in block["budget"].items()}),
         rate_limit=RateLimitConfig(**block["rate_limit"]),
         ask=AskConfig(**block["ask"]),
+        admission=AdmissionConfig(
+            **{**block["admission"], "max_queue_wait_ms": float(block["admission"]["max_queue_wait_ms"])}
+        ),
     )
     check_rules(t)
     return t

@@ -13,7 +13,11 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
   refused by ``free_text`` (400/413/415/422, naming the reason) before any drafter. The
   content type is checked and the body read with a ceiling (``read_bounded``) before
   anything is buffered: an oversized body is refused on its ``Content-Length`` or as soon as
-  the bytes received pass the limit, and the connection is closed.
+  the bytes received pass the limit, and the connection is closed. A valid question is then
+  admitted (``admission.py``: an in-flight cap and a short queue) or shed at once: 503
+  ``overloaded`` with ``Retry-After``. ``GET /ask?q=`` is screened and admitted the same way.
+  An abandoned answer's 503 carries ``Retry-After`` too (a deadline spent is load, not a fault).
+  A body that has not all arrived within ``BODY_TIMEOUT_S`` is a 408 (``slow_clients.py``).
 - ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
   JSON when the client prefers ``application/json``.
 - ``GET /`` and ``GET /q/{id}``: the question list and one answer as HTML, same statuses.
@@ -33,7 +37,9 @@ revalidation or a repeat does no answering work; the others are strong. ``/secti
 ``Vary: Accept``. A 404 or 503 ignores the field (section 13.2.1) and carries no tag.
 
 Every JSON response carries ``X-Content-Type-Options: nosniff``, and an id echoed in a 404
-is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent.
+is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent. A stray
+trailing slash is a 307 to the route with a relative ``Location`` (``slash_redirect.py``),
+never one built from the ``Host`` header.
 
 Every response that carries an answer or a section from an index carries
 ``X-Index-Version``, equal to the body's ``index_version``; it is taken from the outcome
@@ -50,6 +56,7 @@ plain functions. The handlers are module-level endpoints that read their depende
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -81,9 +88,12 @@ from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.base import EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
-from rag_contract.web.bounded_body import BodyTooLarge, read_bounded
+from rag_contract.web.admission import Admission, AdmissionLimits, Shed
+from rag_contract.web.bounded_body import BodyTimeout, BodyTooLarge, read_bounded
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
+from rag_contract.web.slash_redirect import relative_slash_redirects
+from rag_contract.web.slow_clients import BODY_TIMEOUT_S
 from rag_contract.web.validators import CACHE_CONTROL, entity_tag, not_modified
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -349,6 +359,15 @@ def echoed(key: str) -> str:
     return f"{key[:ECHO_MAX_CHARS]}... ({len(key)} characters)"
 
 
+def _retry_after(seconds: int) -> dict[str, str]:
+    return {"Retry-After": str(seconds)}
+
+
+def _retry_after_if_abandoned(web: WebState, outcome: Outcome) -> dict[str, str] | None:
+    """An abandoned answer spent its deadline under load: the client may retry, and is told when."""
+    return _retry_after(web.admission.limits.retry_after_s) if isinstance(outcome, Abandoned) else None
+
+
 def _not_found(what: str, key: str) -> dict:
     return {"error": "not_found", "detail": f"no {what} {echoed(key)!r}"}
 
@@ -372,6 +391,8 @@ class WebState:
     presentation: str  # presentation_fingerprint: an input of every page's entity tag
     questions_body: bytes  # GET /questions: constant for the process, encoded once
     questions_tag: str
+    admission: Admission  # free-text answers in flight and queued (POST /ask, GET /ask?q=)
+    body_timeout_s: float  # POST /ask: the whole body within this, else 408 (slow_clients.py)
 
 
 def _web(request: Request) -> WebState:
@@ -435,7 +456,7 @@ async def get_answer(request: Request) -> Response:
     # only a second queue whose waits would be billed to the request's deadline.
     served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
-        return _json(served.as_dict(), served.http_status, served.index_version)
+        return _json(served.as_dict(), served.http_status, served.index_version, _retry_after_if_abandoned(web, served))
     answer = served.entity.answer
     headers, not_modified_reply = _validated(request, served.entity.etag, answer.index_version)
     if not_modified_reply:
@@ -450,16 +471,22 @@ async def post_ask(request: Request) -> Response:
     try:
         require_json(request.headers.get("content-type"))
         try:
-            body = await read_bounded(request, max_body_bytes(max_chars))
+            body = await read_bounded(request, max_body_bytes(max_chars), web.body_timeout_s)
         except BodyTooLarge as exc:
             raise body_too_large(exc.size, max_chars, exc.how) from None
+        except BodyTimeout as exc:
+            raise AskRejected(408, "body_timeout", str(exc)) from None
         question = read_question(body, max_chars)
     except AskRejected as exc:
         # The rest of a refused body is never read: close rather than drain it for keep-alive.
-        close = {"Connection": "close"} if exc.status in (413, 415) else None
+        close = {"Connection": "close"} if exc.status in (408, 413, 415) else None
         return _json(exc.as_dict(), exc.status, extra=close)
-    outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
-    return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
+    try:
+        async with web.admission.slot():
+            outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
+    except Shed as exc:
+        return _json(exc.as_dict(), 503, extra=_retry_after(exc.retry_after_s))
+    return _json(outcome.as_dict(), outcome.http_status, outcome.index_version, _retry_after_if_abandoned(web, outcome))
 
 
 async def get_ask_page(request: Request) -> Response:
@@ -474,12 +501,18 @@ async def get_ask_page(request: Request) -> Response:
     except AskRejected as exc:
         # The box is refilled with what was asked, up to the limit: a page never grows with the URL.
         return _page(web, "ask.html", exc.status, asked=raw[: web.max_question_chars], error=exc.as_dict())
-    outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
+    try:
+        async with web.admission.slot():
+            outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
+    except Shed as exc:
+        asked = question[: web.max_question_chars]
+        return _page(web, "ask.html", 503, headers=_retry_after(exc.retry_after_s), asked=asked, error=exc.as_dict())
     return _page(
         web,
         "question.html",
         outcome.http_status,
         outcome.index_version,
+        headers=_retry_after_if_abandoned(web, outcome),
         a=outcome.as_dict(),
         state=state_of(outcome),
         answerable=True,
@@ -539,6 +572,7 @@ async def get_question_page(request: Request) -> Response:
             "question.html",
             served.http_status,
             served.index_version,
+            headers=_retry_after_if_abandoned(web, served),
             a=served.as_dict(),
             state=state_of(served),
             answerable=q.answerable,
@@ -623,6 +657,7 @@ def create_app(
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+    relative_slash_redirects(app.router)  # 307 Location from the path, never the Host header
     app.state.web = WebState(
         registry=registry,
         fixture_service=fixture_service,
@@ -643,5 +678,7 @@ def create_app(
         presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars),
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
+        admission=Admission(AdmissionLimits(**dataclasses.asdict(thresholds.admission))),
+        body_timeout_s=BODY_TIMEOUT_S,
     )
     return app

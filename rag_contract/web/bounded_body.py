@@ -10,11 +10,14 @@ bytes. Otherwise it raises ``BodyTooLarge`` without buffering the rest:
 The server itself buffers at most one flow-control window per connection (uvicorn pauses
 reading past 64 KiB), so a refused body costs about ``limit`` plus that window, whatever its
 size. A malformed ``Content-Length`` is left to the server (uvicorn refuses it); one that
-reaches here unparsed is ignored and the streaming check still holds.
+reaches here unparsed is ignored and the streaming check still holds. With ``timeout_s``, a
+body that has not all arrived in that time raises ``BodyTimeout`` (a client that sends its
+headers and then nothing, or a byte a minute, holds the connection no longer than that).
 """
 
 from __future__ import annotations
 
+import anyio
 from starlette.requests import Request
 
 
@@ -35,14 +38,28 @@ def declared_length(request: Request) -> int | None:
     return int(raw)
 
 
-async def read_bounded(request: Request, limit: int) -> bytes:
-    """The body, or ``BodyTooLarge`` once it is known to exceed ``limit`` bytes."""
+class BodyTimeout(Exception):
+    """The body did not arrive within ``timeout_s`` (``received`` bytes had)."""
+
+    def __init__(self, timeout_s: float, received: int):
+        super().__init__(f"the body did not arrive within {timeout_s:g} s ({received} bytes received)")
+        self.timeout_s = timeout_s
+        self.received = received
+
+
+async def read_bounded(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The body, or ``BodyTooLarge`` once it is known to exceed ``limit`` bytes, or
+    ``BodyTimeout`` when it has not all arrived within ``timeout_s`` (None: no deadline)."""
     declared = declared_length(request)
     if declared is not None and declared > limit:
         raise BodyTooLarge(declared, "declares")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise BodyTooLarge(len(body), "has at least")
+    try:
+        with anyio.fail_after(timeout_s):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise BodyTooLarge(len(body), "has at least")
+    except TimeoutError:
+        raise BodyTimeout(timeout_s or 0.0, len(body)) from None
     return bytes(body)

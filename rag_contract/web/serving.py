@@ -54,6 +54,7 @@ from rag_contract.index.store import Index
 from rag_contract.project import Project, find_root, load_project
 from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import BucketStore, MemoryStore, RedisStore
+from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 
 # Set by ``serve`` for its worker processes only; not settings anyone else reads.
 ROOT_ENV = "RAG_CONTRACT_ROOT"
@@ -291,7 +292,10 @@ def serve(
     if port is None:
         port = port_from(os.environ.get("PORT") or DEFAULT_PORT)
     root = Path(root) if root else find_root()
-    common: dict[str, Any] = dict(host=host, port=port, proxy_headers=False, server_header=False)
+    # http: the h11 protocol with a deadline on each request's headers (slow_clients.py).
+    common: dict[str, Any] = dict(
+        host=host, port=port, proxy_headers=False, server_header=False, http=HeaderDeadlineH11Protocol
+    )
     if workers <= 1:
         store, rate_clock = _store(redis_url)
         uvicorn.run(build_served_app(root, rate_store=store, rate_clock=rate_clock), **common)

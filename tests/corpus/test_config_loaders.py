@@ -9,6 +9,7 @@ import yaml
 
 from rag_contract.config.questions import QuestionsError, parse_questions
 from rag_contract.config.thresholds import ThresholdsError, load_thresholds, parse_thresholds
+from rag_contract.config.yamlfile import parse_yaml_text
 from rag_contract.corpus.chunking import ChunkingError, ChunkParams
 from tests.support import ROOT
 
@@ -59,6 +60,21 @@ def test_committed_thresholds_load():
         ("index.chunk_overlap", 220, r"index.chunk_overlap: must be < index.chunk_words"),
         ("measured_on", "latest", r"measured_on: must be a 12-hex-digit index version"),
         ("budget.surprise", 1, r"budget.surprise: unknown key"),
+        # Non-finite numbers: an infinite cap is no cap, and nan passes no comparison.
+        ("budget.daily_cap_usd", float("inf"), r"budget.daily_cap_usd: must be a finite number, got inf"),
+        ("budget.request_deadline_ms", float("nan"), r"budget.request_deadline_ms: must be a finite number"),
+        ("retrieval.fusion.title", float("-inf"), r"retrieval.fusion.title: must be a finite number"),
+        ("relevance.answer_at", float("nan"), r"relevance.answer_at: must be a finite number"),
+        # Out of range: each number has a ceiling past which it bounds nothing.
+        ("ask.max_question_chars", 10**9, r"ask.max_question_chars: must be > 0 and at most 4000, got 1000000000"),
+        ("ask.max_question_chars", "1e9", r"ask.max_question_chars: must be an integer, got '1e9'"),
+        ("budget.daily_cap_usd", 1e6, r"budget.daily_cap_usd: must be > 0 and at most 100.0"),
+        ("budget.request_deadline_ms", 3.6e6, r"budget.request_deadline_ms: must be > 0 and at most 60000.0"),
+        ("retrieval.top_k", 10**6, r"retrieval.top_k: must be > 0 and at most 100"),
+        ("rate_limit.trusted_proxy_hops", 99, r"rate_limit.trusted_proxy_hops: must be between 0 and 8"),
+        ("rate_limit.max_client_burst", 0, r"rate_limit.max_client_burst: must be > 0"),
+        ("relevance.weights.bias", 1e9, r"relevance.weights.bias: must be between -1000.0 and 1000.0"),
+        ("drafting.max_completion_tokens", 10**7, r"drafting.max_completion_tokens: must be > 0 and at most 128000"),
         ("extra_block", {}, r"extra_block: unknown key"),
     ],
 )
@@ -91,6 +107,41 @@ def test_malformed_yaml_is_refused(tmp_path):
     bad.write_text("budget: [unclosed\n")
     with pytest.raises(ThresholdsError, match="thresholds.yaml: not valid YAML"):
         load_thresholds(bad)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "rate_limit:\n  max_client_burst: 10\n  trusted_proxy_hops: 0\n  max_client_burst: 50\n",
+            r"thresholds.yaml: rate_limit.max_client_burst: duplicate key \(line 4\)",
+        ),
+        ("measured_on: a\nmeasured_on: b\n", r"thresholds.yaml: measured_on: duplicate key \(line 2\)"),
+        ("x:\n  - {k: 1, k: 2}\n", r"thresholds.yaml: x\[0\].k: duplicate key"),
+    ],
+)
+def test_duplicate_keys_are_refused_naming_the_key(tmp_path, text, message):
+    # PyYAML keeps the last of two equal keys; a burst of 10 would silently become 50.
+    bad = tmp_path / "thresholds.yaml"
+    bad.write_text(text)
+    with pytest.raises(ThresholdsError, match=message):
+        load_thresholds(bad)
+
+
+def test_the_committed_thresholds_with_one_key_repeated_are_refused(tmp_path):
+    text = (ROOT / "eval" / "thresholds.yaml").read_text()
+    assert "  max_client_burst: 10\n" in text
+    bad = tmp_path / "thresholds.yaml"
+    bad.write_text(text.replace("  max_client_burst: 10\n", "  max_client_burst: 10\n  max_client_burst: 50\n"))
+    with pytest.raises(ThresholdsError, match=r"rate_limit.max_client_burst: duplicate key"):
+        load_thresholds(bad)
+
+
+def test_yaml_merge_keys_and_self_referencing_aliases_are_not_duplicates(tmp_path):
+
+    assert parse_yaml_text("b: &b {x: 1}\nd:\n  <<: *b\n  y: 2\n")["d"] == {"x": 1, "y": 2}
+    loop = parse_yaml_text("a: &x [1, *x]\n")
+    assert loop["a"][1] is loop["a"]
 
 
 @pytest.mark.parametrize("words, overlap", [(220, 220), (220, 300), (0, 0), (10, -1)])

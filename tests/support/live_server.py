@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import uvicorn
@@ -36,16 +37,23 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def running(app, *, lifespan: str = "on") -> Iterator[LiveServer]:
-    """Serve ``app`` on 127.0.0.1:<free port> until the block ends."""
+def running(app, *, lifespan: str = "on", **config: Any) -> Iterator[LiveServer]:
+    """Serve ``app`` on 127.0.0.1:<free port> until the block ends; ``config`` goes to
+    ``uvicorn.Config`` as well (``http=`` a protocol class, ``timeout_keep_alive=``)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, lifespan=lifespan, log_level="warning", proxy_headers=False, server_header=False, access_log=False
+    uvicorn_config = uvicorn.Config(
+        app,
+        lifespan=lifespan,
+        log_level="warning",
+        proxy_headers=False,
+        server_header=False,
+        access_log=False,
+        **config,
     )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config)
     errors: list[BaseException] = []
 
     def run() -> None:

@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 from rag_contract.answering.free_text import max_body_bytes
 from rag_contract.index.registry import Registry
 from rag_contract.web.app import ECHO_MAX_CHARS
+from rag_contract.web.slash_redirect import redirect_target
 from tests.support.apps import fresh_status, make_app
 
 CHUNK = 64 * 1024
@@ -177,3 +178,44 @@ def test_a_404_never_echoes_more_than_a_bounded_id(app, path):
 def test_a_short_id_is_echoed_whole(app):
     r = TestClient(app).get("/answer/q9999")
     assert r.status_code == 404 and "'q9999'" in r.json()["detail"]
+
+
+# --- redirects -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [
+        ("/health/", "/health"),
+        ("/questions/", "/questions"),
+        ("/answer/q01/", "/answer/q01"),
+        ("/section/rfc9110:9.2.1/", "/section/rfc9110:9.2.1"),
+        ("/q/q01/?x=1", "/q/q01?x=1"),
+    ],
+)
+def test_a_trailing_slash_redirects_to_a_relative_location_whatever_the_host_header(app, path, location):
+    client = TestClient(app, base_url="http://evil.example")
+    r = client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+    assert r.status_code == 307
+    assert r.headers["location"] == location
+    assert "evil.example" not in r.headers["location"]
+
+
+def test_a_redirect_keeps_the_configured_root_path(app):
+    client = TestClient(app, root_path="/rfc")
+    r = client.get("/rfc/health/", follow_redirects=False)
+    assert r.status_code == 307 and r.headers["location"] == "/rfc/health"
+
+
+def test_a_location_never_starts_with_two_slashes(app):
+    # A raw path "//health/" (an HTTP client would read a host there) whose decoded path a
+    # server normalised: the Location is still a path, never "//health" (a host named health).
+    scope = {"type": "http", "method": "GET", "path": "/health/", "raw_path": b"//health/", "query_string": b""}
+    assert redirect_target(scope, app.router) == "/health"
+
+
+@pytest.mark.parametrize("path", ["/nowhere/", "/health//x/", "/static/", "/answer/q01%2F"])
+def test_a_path_no_route_matches_is_a_404_not_a_redirect(app, path):
+    r = TestClient(app).get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+    assert r.status_code == 404
+    assert "location" not in r.headers

@@ -30,6 +30,7 @@ from rag_contract.web.ratelimit import (
     probe,
     refill_and_take,
 )
+from rag_contract.web.ratelimit.identity import MAX_ADDRESS_CHARS, address_key
 from tests.support.clocks import FakeClock
 
 START = 1000.0  # where a limiter test's clock starts; the test moves it by hand
@@ -267,11 +268,79 @@ def test_retry_after_is_the_smallest_whole_wait_that_works(allowance, tokens, la
         ("10.0.0.9", "", 1, "10.0.0.9"),
         ("10.0.0.9", "6.6.6.6, ", 1, "10.0.0.9"),  # empty entry at the trusted hop
         (None, None, 0, "unknown-peer"),
-        ("2001:db8::1", "2001:db8::2", 1, "2001:db8::2"),
+        ("2001:db8::1", "2001:db8::2", 1, "2001:db8::/64"),
+        # One address, one key, however it is spelled: ports, brackets, zeros, case, zones.
+        ("10.0.0.9", "2.2.2.2:5678", 1, "2.2.2.2"),
+        ("10.0.0.9", " 2.2.2.2:1 ", 1, "2.2.2.2"),
+        ("10.0.0.9", "[2001:db8::2]:443", 1, "2001:db8::/64"),
+        ("10.0.0.9", "[2001:DB8:0:0::2]", 1, "2001:db8::/64"),
+        ("10.0.0.9", "2001:0db8:0000:0000:ffff:ffff:ffff:ffff", 1, "2001:db8::/64"),
+        ("10.0.0.9", "fe80::1%eth0", 1, "fe80::/64"),
+        ("10.0.0.9", "::ffff:2.2.2.2", 1, "2.2.2.2"),  # IPv4-mapped: the IPv4 address
+        ("10.0.0.9", "2001:db8:0:1::9", 1, "2001:db8:0:1::/64"),  # the next /64 is another client
+        # No address at the trusted hop: the peer, as for a missing entry.
+        ("10.0.0.9", "unknown", 1, "10.0.0.9"),
+        ("10.0.0.9", "x" * 8192, 1, "10.0.0.9"),
+        ("10.0.0.9", "2.2.2.2:http", 1, "10.0.0.9"),
+        ("10.0.0.9", "[2001:db8::2]x", 1, "10.0.0.9"),
+        ("10.0.0.9", "[2001:db8::2", 1, "10.0.0.9"),
+        ("10.0.0.9", "[2.2.2.2]:80", 1, "2.2.2.2"),
+        ("10.0.0.9", "[2001:db8::2]:", 1, "10.0.0.9"),
+        ("10.0.0.9", "1.2.3.4.5", 1, "10.0.0.9"),
+        ("10.0.0.9", "example.com", 1, "10.0.0.9"),
+        ("10.0.0.9", "6.6.6.6, 2.2.2.2, junk", 1, "10.0.0.9"),
+        # The peer is keyed the same way; a peer that is no address is used as it is.
+        ("2001:db8::1", None, 0, "2001:db8::/64"),
+        ("testclient", None, 0, "testclient"),
+        ("testclient", "junk", 1, "testclient"),
     ],
 )
 def test_client_identity(peer, forwarded_for, hops, expected):
     assert client_identity(peer, forwarded_for, hops) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (None, None),
+        ("", None),
+        ("2.2.2.2", "2.2.2.2"),
+        ("0" * (MAX_ADDRESS_CHARS + 1), None),
+        ("   " + "1.2.3.4" + " " * (MAX_ADDRESS_CHARS - 10), "1.2.3.4"),  # at the bound, stripped
+        ("[fe80::1%eth0]:8080", "fe80::/64"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("[fe80::1%" + "a" * (MAX_ADDRESS_CHARS - 16) + "]:65535", "fe80::/64"),  # exactly at the bound
+        ("[2001:db8::2]:8", "2001:db8::/64"),  # a one-digit port
+        ("1.2.3.4%eth0", None),  # a zone belongs to IPv6 only
+    ],
+)
+def test_address_key(text, expected):
+    assert address_key(text) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_an_identity_is_never_longer_than_an_address(header):
+    # Whatever a trusted hop writes, the key is an address or the peer: never the header.
+    key = client_identity("10.0.0.9", header, 1)
+    assert key == "10.0.0.9" or address_key(key) == key
+    assert len(key) <= len("ffff:ffff:ffff:ffff::/64")
+
+
+def test_the_bucket_used_longest_ago_is_dropped_first():
+    allowance = Allowance(per_minute=60, burst=2, trusted_proxy_hops=0)
+    store = MemoryStore(max_buckets=2)
+    assert takes(store, "a", [0.0, 0.0], allowance)[-1].allowed  # a is empty now
+    store.take("b", 0.0, allowance)
+    assert not store.take("a", 0.0, allowance).allowed  # a used last: b is older
+    store.take("c", 0.0, allowance)  # drops b, not a
+    assert len(store) == 2
+    assert not store.take("a", 0.0, allowance).allowed  # a is still remembered, still empty
+
+
+def test_memory_store_refuses_a_bound_of_zero():
+    with pytest.raises(ValueError, match="max_buckets must be >= 1"):
+        MemoryStore(max_buckets=0)
 
 
 # --- middleware ----------------------------------------------------------------------------
@@ -369,7 +438,8 @@ def test_store_unavailable_is_503_with_retry_after_and_logged(caplog):
             assert "x-index-version" not in response.headers
     assert calls == Counter()
     records = [r for r in caplog.records if r.name == "rag_contract.web.ratelimit.middleware"]
-    assert len(records) == 2 and all(r.levelno == logging.ERROR for r in records)
+    # One line, not one per refusal: the second falls within the interval (test_throttled_log.py).
+    assert len(records) == 1 and records[0].levelno == logging.ERROR
     assert "ConnectionError" in records[0].getMessage()
 
 

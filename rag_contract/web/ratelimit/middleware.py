@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -18,8 +19,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rag_contract.web.ratelimit.bucket import Allowance
 from rag_contract.web.ratelimit.identity import client_identity
 from rag_contract.web.ratelimit.stores import AwaitableBucketStore, BucketStore, StoreUnavailable
+from rag_contract.web.ratelimit.throttled_log import ThrottledLog
 
 logger = logging.getLogger(__name__)
+# One line per interval while the store is down, with the count of refusals held back.
+UNAVAILABLE_LOG_INTERVAL_S = 10.0
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -53,7 +57,9 @@ class RateLimitMiddleware:
     before calling ``app``. Refused -> 429 JSON ``{"error": "rate_limited", "detail",
     "retry_after_s"}`` with ``Retry-After``, and the app (hence X-Index-Version, answers)
     never runs. Store unavailable -> 503 ``{"error": "rate_limit_unavailable"}`` with
-    ``Retry-After: 1``, logged at ERROR. Other scope types pass through.
+    ``Retry-After: 1``, logged at ERROR at most once per ``log_interval_s`` of
+    ``log_clock`` (``ThrottledLog``: the next line counts the refusals held back). Other
+    scope types pass through.
     """
 
     def __init__(
@@ -62,11 +68,15 @@ class RateLimitMiddleware:
         allowance: Allowance,
         store: BucketStore,
         clock: Callable[[], float],
+        log_interval_s: float = UNAVAILABLE_LOG_INTERVAL_S,
+        log_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app = app
         self.allowance = allowance
         self.store = store
         self.clock = clock
+        # Its own clock: the limiter's may be frozen (the probe's), and a log must still move on.
+        self.unavailable_log = ThrottledLog(logger, log_interval_s, log_clock)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -89,7 +99,7 @@ class RateLimitMiddleware:
             else:
                 decision = self.store.take(identity, now, self.allowance)
         except StoreUnavailable as exc:
-            logger.error("rate limit store unavailable, refusing %s: %s", scope.get("path", "?"), exc)
+            self.unavailable_log.error("rate limit store unavailable, refusing %s: %s", scope.get("path", "?"), exc)
             await _send_json(
                 send,
                 503,
