@@ -17,14 +17,15 @@ services share the one registry:
   ``EmbedderLoading``, a 503 with ``Retry-After``. An embedder that fails (an unknown name,
   a remote one without its key) is ``EmbedderUnavailable``: a 503 naming it, not a 500.
 
-``/health`` reads a ``StatusCache``: it re-hashes the corpus only when an input file's size
-or mtime moved. The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless
-one is passed: with several workers or instances, pass a shared ``RedisStore`` or each one
-limits on its own). ``app_for_probe`` is the same assembly for the gate's limiter probe;
-``serve`` runs it with uvicorn (``rag-contract serve``), from the project at the ``root`` it is
-given (``--root``), in every worker too (``WORKER_APP`` rebuilds it from ``ROOT_ENV``).
-``port_from`` and ``redis_url_from`` read ``PORT`` and ``REDIS_URL``: a value that cannot
-be one is ``ServeConfigError``, one line naming the setting, before anything starts.
+``/health`` reads a ``StatusCache``, seeded from the project just loaded (the inputs are
+read once per start): it re-hashes the corpus only when an input file's size or mtime moved.
+The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless one is passed:
+with several workers or instances, pass a shared ``RedisStore`` or each one limits on its
+own). ``app_for_probe`` is the same assembly for the gate's limiter probe; ``serve`` runs it
+with uvicorn (``rag-contract serve``), from the project at the ``root`` it is given
+(``--root``), in every worker too (``WORKER_APP`` rebuilds it from ``ROOT_ENV``).
+``port_from`` and ``redis_url_from`` read ``PORT`` and ``REDIS_URL``: a value that cannot be
+one is ``ServeConfigError``, one line naming the setting, before anything starts.
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ from rag_contract.embedders import make_embedder
 from rag_contract.embedders.base import Embedder, EmbedderLoading, EmbedderUnavailable
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
-from rag_contract.index.status import StatusCache
+from rag_contract.index.status import StatusCache, status_against
 from rag_contract.index.store import Index
-from rag_contract.project import Project, find_root, load_project
+from rag_contract.project import Paths, Project, find_root, load_project
 from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import BucketStore, MemoryStore, RedisStore
 
@@ -265,9 +266,11 @@ def build_served_app(
     drives the rate limiter too. A store shared between processes (``RedisStore``) needs
     a clock they share: pass ``rate_clock=time.time`` with it.
     """
+    cache = StatusCache(Paths(Path(root)))
+    stamp = cache.stamp()  # before the inputs are read: an edit while they load is seen later
     project = load_project(Path(root))
     registry = Registry.at_startup(project.paths.index)
-    cache = StatusCache(project.paths)
+    cache.seed(stamp, status_against(project.paths, lambda: (project.thresholds, project.corpus, project.questions)))
     return assemble(
         project,
         registry,
