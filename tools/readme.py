@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
+from tools import startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -189,6 +190,13 @@ def load_table(root: Path) -> str:
     return render(json.loads(path.read_text()))
 
 
+def startup_table(root: Path) -> str:
+    path = Paths(root).result("startup.json")
+    if not path.is_file():
+        return "No start-up run is committed yet (`make startup` writes `eval/results/startup.json`).\n"
+    return startup.render(json.loads(path.read_text()))
+
+
 def stale_example(root: Path) -> str:
     """What index-status says after one byte is appended to a corpus file (manifest updated),
     run for real on a temporary copy of the project."""
@@ -217,6 +225,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "agreement": agreement_table,
     "mutation": mutation_table,
     "load": load_table,
+    "startup": startup_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }
