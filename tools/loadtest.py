@@ -737,6 +737,8 @@ def run_load(
                 "clients": "one X-Forwarded-For per request (wrk script)",
             },
             "wall_s": round(time.monotonic() - started, 1),
+            # Other work on a shared machine moves every figure: how much of it there was.
+            "load_average_1m": round(os.getloadavg()[0], 2),
         },
         "configs": results,
         "ratios": ratio,
@@ -767,7 +769,9 @@ def render(report: Mapping[str, Any]) -> str:
     """The README block: one row per config and client count, then ratios and goals."""
     meta = report["meta"]
     lines = [
-        f"wrk {meta['wrk']}, {meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}: "
+        f"wrk {meta['wrk']}, {meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}"
+        + (f" (1-minute load average {meta['load_average_1m']} as it ended)" if "load_average_1m" in meta else "")
+        + ": "
         f"`GET {meta['path']}` (and, on one worker, its revalidation and `POST /ask`) for "
         f"{meta['duration_s']} s per level, loopback, every request a distinct client of the rate limiter. "
         f"Unexpected status: any but 2xx (304 for the revalidation).",
