@@ -295,7 +295,14 @@ def test_smoke_run_against_one_worker_and_the_bare_route(root):
             pytest.fail(message + " -- CI is set, so this is a failure, not a skip", pytrace=False)
         pytest.skip(message)
     report = loadtest.run_load(root, clients=(1,), duration_s=2, configs=("bare", "one_worker"), warmup_s=0)
-    assert set(report["configs"]) == {"bare", "one_worker"}
+    assert set(report["configs"]) == {"bare", "one_worker", *loadtest.ROWS}
+    revalidated = report["configs"]["one_worker_revalidate"]["levels"]["1"]
+    assert revalidated["requests"] > 0 and set(revalidated["statuses"]) == {"304"} and revalidated["unexpected"] == 0
+    asked = report["configs"]["one_worker_ask"]["levels"]["1"]
+    # answered, or abandoned at the deadline on a busy machine; never the model still loading
+    assert asked["requests"] > 0 and set(asked["statuses"]) <= {"200", "503"}
+    assert asked["statuses"].get("503", 0) == asked["abandoned"]
+    assert report["ratios"]["revalidate_vs_bare"]["best"] > 0
     for name in ("bare", "one_worker"):
         level = report["configs"][name]["levels"]["1"]
         assert level["requests"] > 0 and level["rps"] > 0 and 0 < level["p50_ms"] <= level["p99_ms"]
