@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
+from tools import startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -211,6 +212,13 @@ def bench_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def startup_table(root: Path) -> str:
+    path = Paths(root).result("startup.json")
+    if not path.is_file():
+        return "No start-up run is committed yet (`make startup` writes `eval/results/startup.json`).\n"
+    return startup.render(json.loads(path.read_text()))
+
+
 def stale_example(root: Path) -> str:
     """What index-status says after one byte is appended to a corpus file (manifest updated),
     run for real on a temporary copy of the project."""
@@ -240,6 +248,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "mutation": mutation_table,
     "load": load_table,
     "bench": bench_table,
+    "startup": startup_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }

@@ -17,6 +17,15 @@ class EmbedderUnavailable(EmbedderError):
     """A query could not be embedded right now (a service error for that request, 503)."""
 
 
+class EmbedderLoading(EmbedderUnavailable):
+    """The embedder's model is being loaded off the request path: ask again in
+    ``retry_after_s`` seconds (a 503 with ``Retry-After``, never a deadline spent loading)."""
+
+    def __init__(self, name: str, retry_after_s: int):
+        super().__init__(f"embedder {name!r} is loading its model; retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
 class Embedder(Protocol):
     @property
     def identity(self) -> str: ...

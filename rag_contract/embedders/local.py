@@ -91,6 +91,11 @@ class LocalEmbedder:
     def dimensions(self) -> int:
         return 384
 
+    @property
+    def loaded(self) -> bool:
+        """True once the model and tokenizer are in memory: a vector then costs no load."""
+        return "_session" in vars(self) and "_tokenizer" in vars(self)
+
     def _embed_ids(self, ids: list[int]) -> np.ndarray:
         arr = np.asarray([ids], dtype=np.int64)
         mask = np.ones_like(arr)

@@ -6,7 +6,9 @@ It names what changed (corpus / embedder / chunking / questions) and the version
 will produce. It never loads a model: the embedder identity is a function of the shipped
 model's recorded hash and the pipeline parameters. Cost: one sha256 pass over ~950 KB of
 corpus plus parsing, ~0.1 s; ``StatusCache`` makes repeated calls free while no input file
-changed (keyed on size and mtime), which is what lets ``/health`` call it.
+changed (keyed on size and mtime), which is what lets ``/health`` call it. ``status_against``
+is the same comparison over inputs already read (a server has just loaded them):
+``StatusCache.seed`` then keeps the first ``/health`` from reading and hashing them again.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_contract.config.questions import QuestionsError, load_questions
-from rag_contract.config.thresholds import ThresholdsError, load_thresholds
+from rag_contract.config.questions import QuestionsError, QuestionSet, load_questions
+from rag_contract.config.thresholds import Thresholds, ThresholdsError, load_thresholds
 from rag_contract.corpus.chunking import ChunkParams
-from rag_contract.corpus.sources import CorpusError, load_corpus
+from rag_contract.corpus.sources import Corpus, CorpusError, load_corpus
 from rag_contract.embedders import make_embedder
 from rag_contract.index.store import IndexInputs, IndexLoadError, chunking_identity, read_meta
 from rag_contract.project import Paths
@@ -66,18 +68,31 @@ def _short(x: str) -> str:
     return x[:12] if len(x) > 24 else x
 
 
+Inputs = tuple[Thresholds, Corpus, QuestionSet]
+
+
 def index_status(paths: Paths, questions_path: Path | None = None) -> IndexStatus:
+    def read() -> Inputs:
+        thresholds = load_thresholds(paths.thresholds)
+        corpus = load_corpus(paths.corpus)
+        by_id = corpus.by_id()
+        qs = load_questions(questions_path or paths.questions, set(by_id), lambda s: by_id[s].text)
+        return thresholds, corpus, qs
+
+    return status_against(paths, read)
+
+
+def status_against(paths: Paths, inputs: Callable[[], Inputs]) -> IndexStatus:
+    """``index/meta.json`` compared with ``inputs()`` (thresholds, corpus, question set); a
+    refusal to read them is the status's error, as in ``index_status``."""
     try:
         meta = read_meta(paths.index)
     except IndexLoadError as exc:
         return IndexStatus(None, None, (), error=str(exc))
     try:
-        thresholds = load_thresholds(paths.thresholds)
-        corpus = load_corpus(paths.corpus)
+        thresholds, corpus, qs = inputs()
         params = ChunkParams(thresholds.index.chunk_words, thresholds.index.chunk_overlap)
         embedder = make_embedder(thresholds.index.embedder)
-        by_id = corpus.by_id()
-        qs = load_questions(questions_path or paths.questions, set(by_id), lambda s: by_id[s].text)
     except (CorpusError, ThresholdsError, QuestionsError, ValueError) as exc:
         return IndexStatus(meta["version"], None, (), error=str(exc))
     disk = IndexInputs(corpus.fingerprint, embedder.identity, chunking_identity(params))
@@ -102,7 +117,9 @@ class StatusCache:
         self._key: tuple | None = None
         self._value: IndexStatus | None = None
 
-    def _stamp(self) -> tuple:
+    def stamp(self) -> tuple:
+        """What the inputs look like now (name, size, mtime of each): take it before reading
+        them, so a change made while they are read shows as a change at the next ``get``."""
         files = sorted(self._paths.corpus.glob("*")) + [
             self._paths.index / "meta.json",
             self._paths.questions,
@@ -118,8 +135,12 @@ class StatusCache:
         return tuple(out)
 
     def get(self) -> IndexStatus:
-        key = self._stamp()
+        key = self.stamp()
         if key != self._key or self._value is None:
             self._value = self._compute(self._paths)
             self._key = key
         return self._value
+
+    def seed(self, stamp: tuple, value: IndexStatus) -> None:
+        """``value`` as the status while the inputs still look as at ``stamp``."""
+        self._key, self._value = stamp, value

@@ -193,6 +193,7 @@ def assemble(
 
 _VOCABULARY_TOKEN = re.compile(r"[a-z0-9_]+(?:[-.][a-z0-9_]+)*")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
+_COMPOUND = re.compile(r"[-.]")
 
 
 def vocabulary(sections: Sequence[Section]) -> frozenset[str]:
@@ -201,7 +202,7 @@ def vocabulary(sections: Sequence[Section]) -> frozenset[str]:
     for s in sections:
         for token in _VOCABULARY_TOKEN.findall(unwrap_hyphens(f"{s.title}\n{s.text}").lower()):
             out.add(token)
-            out.update(re.split(r"[-.]", token))
+            out.update(_COMPOUND.split(token))
     return frozenset(out)
 
 

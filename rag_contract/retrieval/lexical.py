@@ -148,10 +148,13 @@ def fold(word: str) -> str:
     return word
 
 
+_PARTS = re.compile(r"[-_.]")  # compiled once: tokenising the index at start splits ~250k tokens
+
+
 def tokenize(text: str) -> list[str]:
     out: list[str] = []
     for tok in _TOKEN.findall(text.lower()):
-        parts = re.split(r"[-_.]", tok)
+        parts = _PARTS.split(tok)
         if len(parts) > 1:
             out.append(tok)
         out.extend(fold(p) for p in parts if p and p not in STOPWORDS)

@@ -8,7 +8,8 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 - ``GET /answer/{id}``: ``Service.answer`` for a fixed question (recorded drafts). Status
   from the outcome: grounded/partial/unsupported 200, no_context 503, abandoned 503, and
   draft_unavailable 503 when the drafter raises ``DraftError`` (no usable recorded draft),
-  embedder_unavailable 503 when the query cannot be embedded (``EmbedderUnavailable``).
+  embedder_unavailable 503 when the query cannot be embedded (``EmbedderUnavailable``),
+  embedder_loading 503 with ``Retry-After`` while its model loads (``EmbedderLoading``).
 - ``POST /ask``: ``{"question": "..."}`` answered by the extractive drafter; bad input is
   refused by ``free_text`` (400/413/415/422, naming the reason) before any drafter. The
   content type is checked and the body read with a ceiling (``read_bounded``) before
@@ -85,7 +86,7 @@ from rag_contract.answering.free_text import (
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
 from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
-from rag_contract.embedders.base import EmbedderUnavailable
+from rag_contract.embedders.base import EmbedderLoading, EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
@@ -121,7 +122,9 @@ class ServiceFailed:
     embedded (``EmbedderUnavailable``: ``embedder_unavailable``).
 
     ``Service.answer`` lets both propagate; this is their translation: a service error (503)
-    with no state and no version (the acquired index is not visible from outside).
+    with no state and no version (the acquired index is not visible from outside). A model
+    still loading (``EmbedderLoading``) is ``embedder_loading`` with ``retry_after_s``, sent
+    as ``Retry-After`` (RFC 9110 section 10.2.3).
     """
 
     question_id: str | None
@@ -130,6 +133,11 @@ class ServiceFailed:
     error: str = "draft_unavailable"
     index_version: None = None
     http_status: int = 503
+    retry_after_s: int | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
     def as_dict(self) -> dict:
         return {
@@ -150,17 +158,24 @@ def run_answer(service: Service, question: str, question_id: str | None) -> Outc
         return service.answer(question, question_id)
     except DraftError as exc:
         return ServiceFailed(question_id, question, str(exc))
+    except EmbedderLoading as exc:
+        return ServiceFailed(question_id, question, str(exc), "embedder_loading", retry_after_s=exc.retry_after_s)
     except EmbedderUnavailable as exc:
         return ServiceFailed(question_id, question, str(exc), "embedder_unavailable")
 
 
 def run_fixed(service: Service, index: Index | None, q: Question) -> Outcome:
     """A fixed question answered on the index the request acquired (``Service.answer_on``),
-    with a drafter failure as a value."""
+    with a drafter or embedder failure as a value (a question without a committed vector is
+    embedded)."""
     try:
         return service.answer_on(index, q.question, q.id)
     except DraftError as exc:
         return ServiceFailed(q.id, q.question, str(exc))
+    except EmbedderLoading as exc:
+        return ServiceFailed(q.id, q.question, str(exc), "embedder_loading", retry_after_s=exc.retry_after_s)
+    except EmbedderUnavailable as exc:
+        return ServiceFailed(q.id, q.question, str(exc), "embedder_unavailable")
 
 
 def state_of(outcome: Outcome) -> str:
@@ -363,9 +378,15 @@ def _retry_after(seconds: int) -> dict[str, str]:
     return {"Retry-After": str(seconds)}
 
 
-def _retry_after_if_abandoned(web: WebState, outcome: Outcome) -> dict[str, str] | None:
-    """An abandoned answer spent its deadline under load: the client may retry, and is told when."""
-    return _retry_after(web.admission.limits.retry_after_s) if isinstance(outcome, Abandoned) else None
+def _retry(web: WebState, outcome: Outcome) -> dict[str, str] | None:
+    """When a failed answer may be asked again, and the client is told when: an abandoned answer
+    spent its deadline under load (the admission's wait); a service failure names its own (the
+    model still loading)."""
+    if isinstance(outcome, Abandoned):
+        return _retry_after(web.admission.limits.retry_after_s)
+    if isinstance(outcome, ServiceFailed):
+        return outcome.headers or None
+    return None
 
 
 def _not_found(what: str, key: str) -> dict:
@@ -456,7 +477,7 @@ async def get_answer(request: Request) -> Response:
     # only a second queue whose waits would be billed to the request's deadline.
     served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
-        return _json(served.as_dict(), served.http_status, served.index_version, _retry_after_if_abandoned(web, served))
+        return _json(served.as_dict(), served.http_status, served.index_version, _retry(web, served))
     answer = served.entity.answer
     headers, not_modified_reply = _validated(request, served.entity.etag, answer.index_version)
     if not_modified_reply:
@@ -486,7 +507,7 @@ async def post_ask(request: Request) -> Response:
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
         return _json(exc.as_dict(), 503, extra=_retry_after(exc.retry_after_s))
-    return _json(outcome.as_dict(), outcome.http_status, outcome.index_version, _retry_after_if_abandoned(web, outcome))
+    return _json(outcome.as_dict(), outcome.http_status, outcome.index_version, _retry(web, outcome))
 
 
 async def get_ask_page(request: Request) -> Response:
@@ -512,7 +533,7 @@ async def get_ask_page(request: Request) -> Response:
         "question.html",
         outcome.http_status,
         outcome.index_version,
-        headers=_retry_after_if_abandoned(web, outcome),
+        headers=_retry(web, outcome),
         a=outcome.as_dict(),
         state=state_of(outcome),
         answerable=True,
@@ -572,7 +593,7 @@ async def get_question_page(request: Request) -> Response:
             "question.html",
             served.http_status,
             served.index_version,
-            headers=_retry_after_if_abandoned(web, served),
+            headers=_retry(web, served),
             a=served.as_dict(),
             state=state_of(served),
             answerable=q.answerable,

@@ -10,19 +10,22 @@ services share the one registry:
   question vector (``committed_or_embedded``);
 - free text (``POST /ask``): ``ExtractiveDrafter`` with the thresholds' confidence and claim
   count, and a query vector from the embedder the acquired index was built with
-  (``index_embedder_vector``: a vector is only comparable with vectors of its own model),
-  the served index's local model warmed at startup so the first question does not pay the
-  model load (~0.3 s) against a 150 ms deadline. An embedder that fails (an unknown name, a
-  remote one without its key) is ``EmbedderUnavailable``: a 503 naming it, not a 500.
+  (``index_embedder_vector``: a vector is only comparable with vectors of its own model).
+  A local model is loaded on the first question, on a background thread
+  (``loaded_on_demand``): nothing waits for it at start, no request pays the load (~0.5 s)
+  against a 150 ms deadline, and a question that arrives while it loads is
+  ``EmbedderLoading``, a 503 with ``Retry-After``. An embedder that fails (an unknown name,
+  a remote one without its key) is ``EmbedderUnavailable``: a 503 naming it, not a 500.
 
-``/health`` reads a ``StatusCache``: it re-hashes the corpus only when an input file's size
-or mtime moved. The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless
-one is passed: with several workers or instances, pass a shared ``RedisStore`` or each one
-limits on its own). ``app_for_probe`` is the same assembly for the gate's limiter probe;
-``serve`` runs it with uvicorn (``rag-contract serve``), from the project at the ``root`` it is
-given (``--root``), in every worker too (``WORKER_APP`` rebuilds it from ``ROOT_ENV``).
-``port_from`` and ``redis_url_from`` read ``PORT`` and ``REDIS_URL``: a value that cannot
-be one is ``ServeConfigError``, one line naming the setting, before anything starts.
+``/health`` reads a ``StatusCache``, seeded from the project just loaded (the inputs are
+read once per start): it re-hashes the corpus only when an input file's size or mtime moved.
+The rate limiter uses ``rate_store`` (an in-process ``MemoryStore`` unless one is passed:
+with several workers or instances, pass a shared ``RedisStore`` or each one limits on its
+own). ``app_for_probe`` is the same assembly for the gate's limiter probe; ``serve`` runs it
+with uvicorn (``rag-contract serve``), from the project at the ``root`` it is given
+(``--root``), in every worker too (``WORKER_APP`` rebuilds it from ``ROOT_ENV``).
+``port_from`` and ``redis_url_from`` read ``PORT`` and ``REDIS_URL``: a value that cannot be
+one is ``ServeConfigError``, one line naming the setting, before anything starts.
 """
 
 from __future__ import annotations
@@ -46,12 +49,12 @@ from rag_contract.answering.drafting import Drafter, ExtractiveDrafter, FixtureD
 from rag_contract.answering.service import QueryVector, Service
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders import make_embedder
-from rag_contract.embedders.base import Embedder, EmbedderUnavailable
+from rag_contract.embedders.base import Embedder, EmbedderLoading, EmbedderUnavailable
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
-from rag_contract.index.status import StatusCache
+from rag_contract.index.status import StatusCache, status_against
 from rag_contract.index.store import Index
-from rag_contract.project import Project, find_root, load_project
+from rag_contract.project import Paths, Project, find_root, load_project
 from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import BucketStore, MemoryStore, RedisStore
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
@@ -63,6 +66,8 @@ DEFAULT_PORT = 8000
 # The app each worker process builds (an import string: workers import it afresh).
 WORKER_APP = "rag_contract.web.serving:served_app_from_env"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
+# What an /ask that finds the model loading is told to wait: the load takes ~0.5 s on 2 cores.
+EMBEDDER_RETRY_AFTER_S = 1
 
 
 class ServeConfigError(ValueError):
@@ -124,6 +129,8 @@ def index_embedder_vector(embedders: EmbedderFor) -> QueryVector:
         name = index.embedder_name
         try:
             return embedders(name).embed([text])[0]
+        except EmbedderLoading:
+            raise  # not a failure: the model is on its way (503 with Retry-After)
         except Exception as exc:
             # A remote embedder can fail in many ways (no key, the ledger, the network); each
             # is a service error for this request, not a crash of it.
@@ -145,17 +152,49 @@ def committed_or_embedded(embedders: EmbedderFor) -> QueryVector:
     return query_vector
 
 
-def warm(embedders: EmbedderFor, name: str) -> None:
-    """Load the local model of embedder ``name`` now rather than inside a request's deadline.
-    A remote embedder is not called (a call would be paid); a name that cannot be made is
-    logged and left to the requests, which answer 503 naming it."""
-    try:
+def loaded_on_demand(
+    embedders: EmbedderFor,
+    retry_after_s: int = EMBEDDER_RETRY_AFTER_S,
+    start: Callable[[Callable[[], None]], object] | None = None,
+) -> EmbedderFor:
+    """``embedders``, where a local model is loaded on first use off the request path.
+
+    A local embedder whose model is not in memory is not returned: the first call for it
+    starts loading the model on a background thread (``start``, default a daemon thread) and
+    raises ``EmbedderLoading`` (503, ``Retry-After: retry_after_s``), as does every call
+    until the load has ended. So the model's ~180 MB and ~0.5 s are paid only once someone
+    asks, and never inside a request's deadline. A load that fails is not retried here: the
+    next request embeds itself and fails as ``EmbedderUnavailable``, naming the embedder.
+    Remote embedders (nothing to load) and non-local stand-ins pass straight through."""
+    launch = start or (lambda job: threading.Thread(target=job, name="embedder-load", daemon=True).start())
+    lock = threading.Lock()
+    loading: set[str] = set()
+    ended: set[str] = set()
+
+    def load(name: str, embedder: LocalEmbedder) -> None:
+        try:
+            embedder.embed(["warm up"])
+        except Exception as exc:  # noqa: BLE001 - the requests that follow report it, per request
+            logger.warning("embedder %s could not load: %s: %s", name, type(exc).__name__, exc)
+        finally:
+            with lock:
+                loading.discard(name)
+                ended.add(name)
+
+    def get(name: str) -> Embedder:
         embedder = embedders(name)
-    except Exception as exc:  # noqa: BLE001 - startup goes on; /ask reports the embedder per request
-        logger.warning("embedder %s cannot be made: %s", name, exc)
-        return
-    if isinstance(embedder, LocalEmbedder):
-        embedder.embed(["warm up"])
+        if not isinstance(embedder, LocalEmbedder) or embedder.loaded:
+            return embedder
+        with lock:
+            if name in ended:
+                return embedder
+            begin = name not in loading
+            loading.add(name)
+        if begin:
+            launch(lambda: load(name, embedder))
+        raise EmbedderLoading(name, retry_after_s)
+
+    return get
 
 
 def extractive_drafter(thresholds: Thresholds) -> ExtractiveDrafter:
@@ -193,11 +232,9 @@ def assemble(
     """The served app over an already loaded project and registry (no I/O beyond that).
 
     ``embedders`` (default ``embedder_for(make_embedder)``, as the CLI) gives each request
-    the embedder its index was built with; the one of the index served at startup (else the
-    configured ``index.embedder``) is warmed at lifespan startup."""
-    embedders = embedders or embedder_for()
-    startup = registry.acquire()
-    warm_name = startup.embedder_name if startup is not None else project.thresholds.index.embedder
+    the embedder its index was built with, ``loaded_on_demand``: nothing is loaded at start,
+    so the socket is bound and the fixed answers served before any model is in memory."""
+    embedders = loaded_on_demand(embedders or embedder_for())
     fixed, free = build_services(
         registry,
         project.thresholds,
@@ -215,7 +252,6 @@ def assemble(
         status=status,
         clock=rate_clock,
         rate_store=rate_store,
-        warmup=lambda: warm(embedders, warm_name),
     )
 
 
@@ -231,9 +267,11 @@ def build_served_app(
     drives the rate limiter too. A store shared between processes (``RedisStore``) needs
     a clock they share: pass ``rate_clock=time.time`` with it.
     """
+    cache = StatusCache(Paths(Path(root)))
+    stamp = cache.stamp()  # before the inputs are read: an edit while they load is seen later
     project = load_project(Path(root))
     registry = Registry.at_startup(project.paths.index)
-    cache = StatusCache(project.paths)
+    cache.seed(stamp, status_against(project.paths, lambda: (project.thresholds, project.corpus, project.questions)))
     return assemble(
         project,
         registry,

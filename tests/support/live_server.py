@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
@@ -87,3 +88,15 @@ def live_server() -> Iterator[Callable[..., LiveServer]]:
     """``start(app) -> LiveServer``; every server started is stopped at teardown."""
     with contextlib.ExitStack() as stack:
         yield lambda app, **kw: stack.enter_context(running(app, **kw))
+
+
+def until_embedder_loaded(url: str, timeout_s: float = 60.0) -> None:
+    """Ask at ``url`` until the served model has loaded (``loaded_on_demand``: the first
+    questions are 503 ``embedder_loading`` with ``Retry-After``), as a client would."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        r = httpx.post(f"{url}/ask", json={"question": "What is a URI?"}, timeout=10)
+        if not (r.status_code == 503 and r.json().get("error") == "embedder_loading"):
+            return
+        time.sleep(float(r.headers.get("retry-after", 1)))  # as asked: a faster poll meets the limiter
+    raise AssertionError(f"the embedder did not load within {timeout_s} s")

@@ -30,7 +30,7 @@ import pytest
 from rag_contract.web.ratelimit import Allowance, Decision
 from rag_contract.web.serving import build_served_app
 from tests.support import ROOT
-from tests.support.live_server import LiveServer, running
+from tests.support.live_server import LiveServer, running, until_embedder_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -62,6 +62,7 @@ class AllowAll:
 def served(chromium) -> Iterator[LiveServer]:
     """The app ``rag-contract serve`` builds from this checkout, on a real socket."""
     with running(build_served_app(ROOT, rate_store=AllowAll())) as server:
+        until_embedder_loaded(server.url)
         yield server
 
 

@@ -39,7 +39,8 @@ RAGC_WRK_JSON {"requests":4640,"duration_us":8000000,"p50_us":21500.0,"p99_us":6
 
 def _level(rps: float, abandoned: int = 0) -> dict:
     return {"rps": rps, "p50_ms": 1.0, "p99_ms": 2.0, "requests": int(rps * 8), "non_2xx": abandoned,
-            "abandoned": abandoned, "socket_errors": 0, "statuses": {"200": int(rps * 8)}}  # fmt: skip
+            "unexpected": abandoned, "abandoned": abandoned, "socket_errors": 0,
+            "statuses": {"200": int(rps * 8)}}  # fmt: skip
 
 
 def _configs(bare: float, one: float, two: float | None, abandoned_16: int = 0) -> dict:
@@ -50,6 +51,11 @@ def _configs(bare: float, one: float, two: float | None, abandoned_16: int = 0) 
     if two is not None:
         configs["two_workers"] = {"levels": {"1": _level(two / 2), "16": _level(two)}}
     return configs
+
+
+def _at_64(configs: dict) -> dict:
+    """``configs`` with a 64-client level equal to each one's 16-client level."""
+    return {name: {"levels": {**c["levels"], "64": c["levels"]["16"]}} for name, c in configs.items()}
 
 
 def _report(configs: dict) -> dict:
@@ -111,7 +117,8 @@ def test_wrk_command_has_a_thread_per_connection_at_most_and_whole_seconds(tmp_p
     many = loadtest.wrk_command("wrk", "http://127.0.0.1:1/answer/q11", 64, 8, tmp_path / "s.lua", 3)
     assert many[many.index("-t") + 1] == str(loadtest.WRK_THREADS)
     assert many[many.index("-c") + 1] == "64"
-    assert many[-2:] == ["--", "3"]  # the run number the script folds into the addresses
+    # the run number the script folds into the addresses, then a plain GET: no tag, no body
+    assert many[-5:] == ["--", "3", "GET", "", ""]
     assert "--latency" in many
 
 
@@ -141,17 +148,20 @@ def test_ratios_per_level_and_best():
 
 
 def test_goals_met_and_missed():
-    configs = _configs(bare=1000, one=800, two=1000, abandoned_16=2)
+    configs = _at_64(_configs(bare=1000, one=800, two=1000, abandoned_16=2))
     g = loadtest.goals(configs, loadtest.ratios(configs))
     assert g["one_worker_vs_bare"] == {"target": 0.7, "value": 0.8, "met": True}
-    assert g["two_workers_vs_one"]["met"] is False
+    assert g["two_workers_vs_one"] == {"target": 1.6, "value": 1.25, "met": False}
+    scaled = _at_64(_configs(bare=1000, one=800, two=1300))
+    assert loadtest.goals(scaled, loadtest.ratios(scaled))["two_workers_vs_one"]["met"] is True
     assert g["no_abandoned_at_16"] == {"target": 0, "value": {"one_worker": 2, "two_workers": 0}, "met": False}
 
 
 def test_goals_not_measured_are_none_not_false():
     configs = _configs(bare=1000, one=500, two=None)
     g = loadtest.goals(configs, loadtest.ratios(configs))
-    assert g["two_workers_vs_one"] == {"target": 1.5, "value": None, "met": None}
+    assert g["two_workers_vs_one"] == {"target": 1.6, "value": None, "met": None}
+    assert g["revalidate_vs_bare"] == {"target": 0.9, "value": None, "met": None}
     assert g["one_worker_vs_bare"]["met"] is False
     only_bare = {"bare": {"levels": {"1": _level(100)}}}
     g = loadtest.goals(only_bare, loadtest.ratios(only_bare))
@@ -162,20 +172,50 @@ def test_goals_not_measured_are_none_not_false():
 
 
 def test_render_one_row_per_config_and_level_then_ratios_and_goals():
-    text = render(_report(_configs(bare=1000, one=800, two=1000, abandoned_16=2)))
-    assert "| config | clients | req/s | p50 ms | p99 ms | non-2xx | abandoned |" in text
+    text = render(_report(_at_64(_configs(bare=1000, one=800, two=1000, abandoned_16=2))))
+    assert "| config | clients | req/s | p50 ms | p99 ms | unexpected status | abandoned |" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "config" not in line]
-    assert len(rows) == 6
+    assert len(rows) == 9
     assert "| 1 worker, memory store | 16 | 800 | 1.0 | 2.0 | 2 | 2 |" in rows
     assert "0.80x (goal >= 0.7x: met)" in text
-    assert "1.25x (goal >= 1.5x: missed)" in text
+    assert "at 64 clients: 1.25x (goal >= 1.6x: missed)" in text
     assert "one_worker 2, two_workers 0 (goal none: missed)" in text
     assert text.endswith("\n")
 
 
+def test_the_revalidation_and_ask_rows_have_their_ratios_goal_and_labels():
+    configs = _configs(bare=1000, one=800, two=None)
+    configs["one_worker_revalidate"] = {"levels": {"1": _level(470), "16": _level(950)}}
+    configs["one_worker_ask"] = {"levels": {"1": _level(40), "16": _level(60)}}
+    report = _report(configs)
+    assert report["ratios"]["revalidate_vs_bare"]["best"] == 0.95
+    assert report["ratios"]["ask_vs_bare"] == {"per_clients": {"1": 0.08, "16": 0.06}, "best": 0.06}
+    assert report["goals"]["revalidate_vs_bare"] == {"target": 0.9, "value": 0.95, "met": True}
+    text = render(report)
+    assert "| 1 worker: 304 revalidation | 16 | 950 |" in text and "| 1 worker: POST /ask | 1 | 40 |" in text
+    assert "304 revalidation / bare route: 0.95x (goal >= 0.9x: met); POST /ask / bare route: 0.06x" in text
+    configs["one_worker_revalidate"]["levels"]["16"] = _level(850)
+    assert loadtest.goals(configs, loadtest.ratios(configs))["revalidate_vs_bare"]["met"] is False
+
+
+def test_an_expected_status_other_than_2xx_is_counted_as_expected():
+    level = parse_wrk(WRK_STDOUT.replace('"200":4637', '"304":4637'), 16, expect=304)
+    assert level.unexpected == 3 and level.non_2xx == 4640
+    assert parse_wrk(WRK_STDOUT, 16).unexpected == parse_wrk(WRK_STDOUT, 16).non_2xx == 3
+
+
+def test_a_probe_reaches_the_wrk_script_as_arguments(tmp_path):
+    probe = loadtest.Probe("POST", "", '{"question":"q"}', None)
+    cmd = loadtest.wrk_command("wrk", "http://127.0.0.1:1/ask", 4, 2, tmp_path / "s.lua", 3, probe)
+    assert cmd[-5:] == ["--", "3", "POST", "", '{"question":"q"}']
+    assert 'xff["If-None-Match"] = etag' in loadtest.WRK_SCRIPT
+    assert "wrk.format(method, nil, xff, body)" in loadtest.WRK_SCRIPT
+
+
 def test_render_says_not_measured_for_a_partial_run():
     text = render(_report(_configs(bare=1000, one=500, two=None)))
-    assert "two workers / one worker: n/a (goal >= 1.5x: not measured)" in text
+    assert "two workers / one worker at 64 clients: n/a (goal >= 1.6x: not measured)" in text
+    assert "304 revalidation / bare route: n/a (goal >= 0.9x: not measured)" in text
     assert "2 workers" not in text
 
 
@@ -255,7 +295,14 @@ def test_smoke_run_against_one_worker_and_the_bare_route(root):
             pytest.fail(message + " -- CI is set, so this is a failure, not a skip", pytrace=False)
         pytest.skip(message)
     report = loadtest.run_load(root, clients=(1,), duration_s=2, configs=("bare", "one_worker"), warmup_s=0)
-    assert set(report["configs"]) == {"bare", "one_worker"}
+    assert set(report["configs"]) == {"bare", "one_worker", *loadtest.ROWS}
+    revalidated = report["configs"]["one_worker_revalidate"]["levels"]["1"]
+    assert revalidated["requests"] > 0 and set(revalidated["statuses"]) == {"304"} and revalidated["unexpected"] == 0
+    asked = report["configs"]["one_worker_ask"]["levels"]["1"]
+    # answered, or abandoned at the deadline on a busy machine; never the model still loading
+    assert asked["requests"] > 0 and set(asked["statuses"]) <= {"200", "503"}
+    assert asked["statuses"].get("503", 0) == asked["abandoned"]
+    assert report["ratios"]["revalidate_vs_bare"]["best"] > 0
     for name in ("bare", "one_worker"):
         level = report["configs"][name]["levels"]["1"]
         assert level["requests"] > 0 and level["rps"] > 0 and 0 < level["p50_ms"] <= level["p99_ms"]

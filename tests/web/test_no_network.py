@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from rag_contract.embedders.local import TELEMETRY_ENV
+from tests.support.live_server import until_embedder_loaded
 from tests.support.network_trace import STRACE, TELEMETRY_STORE, stray, traced
 
 pytestmark = [
@@ -61,6 +62,7 @@ def test_serve_reaches_nothing_beyond_loopback(root, tmp_path):
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_serving(proc, url, out)
+        until_embedder_loaded(url)
         replies = [
             httpx.get(f"{url}/answer/q11", timeout=10),
             httpx.post(f"{url}/ask", json={"question": "Which characters are structural in JSON?"}, timeout=10),

@@ -10,6 +10,7 @@ this guards against).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -17,13 +18,13 @@ import pytest
 from starlette.testclient import TestClient
 
 from rag_contract.embedders import make_embedder
-from rag_contract.embedders.base import Embedder
+from rag_contract.embedders.base import Embedder, EmbedderError, EmbedderLoading
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.embedders.openai_api import OpenAIEmbedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.web.ratelimit import MemoryStore
-from rag_contract.web.serving import assemble, embedder_for
+from rag_contract.web.serving import assemble, embedder_for, loaded_on_demand
 from tests.support.apps import FROZEN, fresh_status
 
 WIDE = OpenAIEmbedder.name  # the name an index built by text-embedding-3-small carries
@@ -113,3 +114,59 @@ def test_an_embedder_that_cannot_embed_is_a_503_naming_it_not_a_500(project, wid
     assert r.json()["error"] == "embedder_unavailable"
     assert WIDE in r.json()["detail"]
     assert "x-index-version" not in r.headers
+
+
+# --- the model loads on the first question, off the request path ---------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokenModel(LocalEmbedder):
+    def embed(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        raise EmbedderError("model file missing")
+
+
+def test_a_local_model_is_loaded_once_in_the_background_and_asked_for_again_meanwhile():
+    fresh = LocalEmbedder()
+    jobs: list[Callable[[], None]] = []
+    get = loaded_on_demand(lambda name: fresh, retry_after_s=3, start=jobs.append)
+    for _ in range(2):
+        with pytest.raises(EmbedderLoading) as caught:
+            get(fresh.name)
+        assert caught.value.retry_after_s == 3
+    assert len(jobs) == 1 and not fresh.loaded  # one load started, nothing loaded on the caller's time
+    jobs[0]()
+    assert fresh.loaded and get(fresh.name) is fresh
+
+
+def test_a_model_that_fails_to_load_is_left_to_the_requests_to_report():
+    broken = BrokenModel()
+    jobs: list[Callable[[], None]] = []
+    get = loaded_on_demand(lambda name: broken, start=jobs.append)
+    with pytest.raises(EmbedderLoading):
+        get(broken.name)
+    jobs[0]()
+    assert get(broken.name) is broken and len(jobs) == 1  # not reloaded forever
+
+
+def test_remote_and_loaded_embedders_pass_straight_through(embedder):
+    jobs: list[Callable[[], None]] = []
+    assert loaded_on_demand(embedder_for(), start=jobs.append)(WIDE).name == WIDE
+    assert loaded_on_demand(lambda name: embedder, start=jobs.append)(embedder.name) is embedder
+    assert jobs == []
+
+
+def test_an_ask_before_the_model_has_loaded_is_a_503_with_retry_after_then_answered(project, index):
+    fresh = LocalEmbedder()
+    with served(project, index, embedder_for(lambda name: fresh)) as client:
+        first = client.post("/ask", json={"question": QUESTION})
+        page = client.get("/ask", params={"q": QUESTION})
+        deadline = time.monotonic() + 60
+        while not fresh.loaded:  # waited on the object, not by asking: the limiter's clock is frozen
+            assert time.monotonic() < deadline, "the model did not load in the background"
+            time.sleep(0.05)
+        later = client.post("/ask", json={"question": QUESTION})
+    assert first.status_code == 503 and first.json()["error"] == "embedder_loading", first.text
+    assert first.headers["retry-after"] == "1"  # RFC 9110 section 10.2.3: delay-seconds
+    assert "x-index-version" not in first.headers
+    assert page.status_code in (200, 503) and (page.status_code == 200 or page.headers["retry-after"] == "1")
+    assert later.status_code == 200 and later.json()["state"] != "abandoned"
