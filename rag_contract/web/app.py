@@ -81,8 +81,10 @@ from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.base import EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
+from rag_contract.observability.observer import Observer
 from rag_contract.web.bounded_body import BodyTooLarge, read_bounded
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
+from rag_contract.web.observe import ObserveMiddleware, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.validators import CACHE_CONTROL, entity_tag, not_modified
 
@@ -435,8 +437,10 @@ async def get_answer(request: Request) -> Response:
     # only a second queue whose waits would be billed to the request's deadline.
     served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
+        note(request, served)
         return _json(served.as_dict(), served.http_status, served.index_version)
     answer = served.entity.answer
+    note(request, answer, served.budget)
     headers, not_modified_reply = _validated(request, served.entity.etag, answer.index_version)
     if not_modified_reply:
         return not_modified_reply
@@ -459,6 +463,7 @@ async def post_ask(request: Request) -> Response:
         close = {"Connection": "close"} if exc.status in (413, 415) else None
         return _json(exc.as_dict(), exc.status, extra=close)
     outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
+    note(request, outcome)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version)
 
 
@@ -475,6 +480,7 @@ async def get_ask_page(request: Request) -> Response:
         # The box is refilled with what was asked, up to the limit: a page never grows with the URL.
         return _page(web, "ask.html", exc.status, asked=raw[: web.max_question_chars], error=exc.as_dict())
     outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
+    note(request, outcome)
     return _page(
         web,
         "question.html",
@@ -534,6 +540,7 @@ async def get_question_page(request: Request) -> Response:
     # Inline, as GET /answer/{id}.
     served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
+        note(request, served)
         return _page(
             web,
             "question.html",
@@ -544,6 +551,7 @@ async def get_question_page(request: Request) -> Response:
             answerable=q.answerable,
         )
     answer = served.entity.answer
+    note(request, answer, served.budget)
     # Weak, as the answer's: the page shows the budget of the request that rendered it.
     tag = entity_tag(["page", served.entity.etag, web.presentation, str(q.answerable)], weak=True)
     headers, not_modified_reply = _validated(request, tag, answer.index_version)
@@ -575,7 +583,12 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     warmup = app.state.web.warmup
     if warmup is not None:
         await run_in_threadpool(warmup)
+    observer: Observer | None = app.state.observer
+    if observer is not None:
+        observer.started()
     yield
+    if observer is not None:
+        await run_in_threadpool(observer.close)  # queued spans go out before the process ends
 
 
 ROUTES = (
@@ -602,6 +615,7 @@ def create_app(
     clock: Callable[[], float],
     rate_store: BucketStore,
     warmup: Callable[[], object] | None = None,
+    observer: Observer | None = None,
 ) -> Starlette:
     """The served contract over explicit dependencies.
 
@@ -611,18 +625,24 @@ def create_app(
     (``IndexStatus.as_dict``), called by /health, so it must be cheap (``StatusCache``).
     ``clock`` and ``rate_store`` drive the rate limiter with the allowance in
     ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup (what it
-    returns is unused).
+    returns is unused). ``observer`` (optional, ``observability.build_observer``) hears every
+    request after its response, the limiter's refusals included: it wraps the limiter.
     """
     rl = thresholds.rate_limit
     qbody = questions_body(questions)
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
     app = Starlette(
         routes=list(ROUTES),
-        # First in the list = outermost of the user middleware: it decides before any handler.
-        middleware=[Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock)],
+        # First in the list = outermost of the user middleware: the observer sees every response,
+        # then the limiter decides before any handler.
+        middleware=[
+            *([Middleware(ObserveMiddleware, observer, ROUTES, rl.trusted_proxy_hops)] if observer else []),
+            Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock),
+        ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+    app.state.observer = observer
     app.state.web = WebState(
         registry=registry,
         fixture_service=fixture_service,
