@@ -2,7 +2,7 @@
 ``RedactingExporter``. Imported only when a traces endpoint is configured (``observer``), so
 the SDK and its HTTP client cost nothing to a service that exports nothing.
 
-The pipeline is fixed: BatchSpanProcessor -> RedactingExporter -> CountingExporter -> exporter.
+The pipeline is fixed: OtelTracer -> BatchSpanProcessor -> RedactingExporter -> CountingExporter -> exporter.
 ``tracer_for`` builds it around whatever exporter it is given (the OTLP/HTTP one when serving),
 so there is no way to attach an exporter that does not sit behind redaction.
 
@@ -22,15 +22,18 @@ from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from rag_contract.observability.redaction import redact
 from rag_contract.observability.tracing import SpanPlan
 
 logger = logging.getLogger(__name__)
 SERVICE_NAME = "rag-contract"
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
 class ExportFailures:
@@ -141,33 +144,60 @@ class RedactingExporter(SpanExporter):
 
 
 class OtelTracer:
-    """Records ``SpanPlan`` values as spans of one provider; ``close`` flushes and stops it."""
+    """Records ``SpanPlan`` values as finished spans; ``close`` exports what is queued and stops.
 
-    def __init__(self, provider: TracerProvider):
-        self._provider = provider
-        self._tracer = provider.get_tracer("rag_contract")
+    A plan is already finished (its times come from the request's budget), so its spans are
+    built as ``ReadableSpan`` values with fresh ids and handed to the processor, as the SDK's
+    tracer would on ``end``; the tracer's per-span bookkeeping (context, sampling, attribute
+    re-validation) would cost several times the request on the event loop for nothing.
+    """
+
+    def __init__(self, processor: SpanProcessor, resource: Resource):
+        self._processor = processor
+        self._resource = resource
+        self._scope = InstrumentationScope("rag_contract")
+        self._ids = RandomIdGenerator()
+
+    def _context(self, trace_id: int) -> SpanContext:
+        return SpanContext(trace_id, self._ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
 
     def record(self, plan: SpanPlan) -> str:
         """The plan as spans; returns the trace id (32 hex digits) for the access log."""
-        root = self._tracer.start_span(
-            plan.name, kind=SpanKind.SERVER, attributes=plan.attributes, start_time=plan.start_ns
-        )
-        context = trace.set_span_in_context(root)
+        trace_id = self._ids.generate_trace_id()
+        root = self._context(trace_id)
         for stage in plan.stages:
-            child = self._tracer.start_span(
-                stage.name, context=context, attributes=stage.attributes, start_time=stage.start_ns
+            self._processor.on_end(
+                ReadableSpan(
+                    stage.name,
+                    self._context(trace_id),
+                    parent=root,
+                    resource=self._resource,
+                    attributes=stage.attributes,
+                    start_time=stage.start_ns,
+                    end_time=stage.end_ns,
+                    instrumentation_scope=self._scope,
+                )
             )
-            child.end(end_time=stage.end_ns)
-        if plan.failed:
-            root.set_status(Status(StatusCode.ERROR))
-        root.end(end_time=plan.end_ns)
-        return format(root.get_span_context().trace_id, "032x")
+        self._processor.on_end(
+            ReadableSpan(
+                plan.name,
+                root,
+                resource=self._resource,
+                attributes=plan.attributes,
+                kind=SpanKind.SERVER,
+                status=Status(StatusCode.ERROR if plan.failed else StatusCode.UNSET),
+                start_time=plan.start_ns,
+                end_time=plan.end_ns,
+                instrumentation_scope=self._scope,
+            )
+        )
+        return format(trace_id, "032x")
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        return self._provider.force_flush(int(timeout_s * 1000))
+        return self._processor.force_flush(int(timeout_s * 1000))
 
     def close(self) -> None:
-        self._provider.shutdown()
+        self._processor.shutdown()
 
 
 def tracer_for(
@@ -178,10 +208,9 @@ def tracer_for(
     resource: Mapping[str, str] | None = None,
 ) -> OtelTracer:
     """The fixed pipeline around ``exporter`` (see the module docstring)."""
-    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME, **(resource or {})}))
     guarded = CountingExporter(exporter, failures, witness)
-    provider.add_span_processor(BatchSpanProcessor(RedactingExporter(guarded, include_text)))
-    return OtelTracer(provider)
+    processor = BatchSpanProcessor(RedactingExporter(guarded, include_text))
+    return OtelTracer(processor, Resource.create({"service.name": SERVICE_NAME, **(resource or {})}))
 
 
 def otlp_tracer(endpoint: str, include_text: bool, timeout_s: float, failures: ExportFailures) -> OtelTracer:
