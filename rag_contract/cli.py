@@ -25,6 +25,7 @@ from rag_contract.embedders.base import EmbedderError
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import index_status
 from rag_contract.index.store import IndexLoadError, build_index, load_index, rebuild_texts, save_index
+from rag_contract.observability.settings import ObservabilityConfigError
 from rag_contract.openai_client import ClientConfigError
 from rag_contract.project import Paths, find_root, load_project
 from rag_contract.quality.abstention import write_curve
@@ -69,6 +70,7 @@ LOAD_ERRORS = (
     PricesError,
     ClientConfigError,
     ServeConfigError,
+    ObservabilityConfigError,
     RevisionError,
     FileNotFoundError,
 )

@@ -14,7 +14,16 @@ from tests.support import ROOT
 PACKAGES = ("rag_contract", "pytest_ragcontract")
 # Third-party modules a function may import lazily: each keeps a heavy or optional dependency
 # (an HTTP client, the ONNX runtime, a Redis client) off the paths that do not need it.
-LAZY_ALLOWED = {"openai", "onnxruntime", "redis.asyncio", "uvicorn", "uvicorn.supervisors"}
+# The observability modules that import OpenTelemetry or prometheus_client load only when on.
+LAZY_ALLOWED = {
+    "openai",
+    "onnxruntime",
+    "redis.asyncio",
+    "uvicorn",
+    "uvicorn.supervisors",
+    "rag_contract.observability.metrics",
+    "rag_contract.observability.otel",
+}
 
 
 def module_name(path: Path) -> str:

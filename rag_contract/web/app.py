@@ -89,9 +89,11 @@ from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.base import EmbedderLoading, EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
+from rag_contract.observability.observer import Observer
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
 from rag_contract.web.bounded_body import BodyTimeout, BodyTooLarge, read_bounded
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
+from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.slash_redirect import relative_slash_redirects
 from rag_contract.web.slow_clients import BODY_TIMEOUT_S
@@ -477,8 +479,10 @@ async def get_answer(request: Request) -> Response:
     # only a second queue whose waits would be billed to the request's deadline.
     served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
+        note(request, served)
         return _json(served.as_dict(), served.http_status, served.index_version, _retry(web, served))
     answer = served.entity.answer
+    note(request, answer, served.budget)
     headers, not_modified_reply = _validated(request, served.entity.etag, answer.index_version)
     if not_modified_reply:
         return not_modified_reply
@@ -506,7 +510,9 @@ async def post_ask(request: Request) -> Response:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
+        mark_shed(request.scope)
         return _json(exc.as_dict(), 503, extra=_retry_after(exc.retry_after_s))
+    note(request, outcome)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version, _retry(web, outcome))
 
 
@@ -526,8 +532,10 @@ async def get_ask_page(request: Request) -> Response:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
+        mark_shed(request.scope)
         asked = question[: web.max_question_chars]
         return _page(web, "ask.html", 503, headers=_retry_after(exc.retry_after_s), asked=asked, error=exc.as_dict())
+    note(request, outcome)
     return _page(
         web,
         "question.html",
@@ -588,6 +596,7 @@ async def get_question_page(request: Request) -> Response:
     # Inline, as GET /answer/{id}.
     served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
+        note(request, served)
         return _page(
             web,
             "question.html",
@@ -599,6 +608,7 @@ async def get_question_page(request: Request) -> Response:
             answerable=q.answerable,
         )
     answer = served.entity.answer
+    note(request, answer, served.budget)
     # Weak, as the answer's: the page shows the budget of the request that rendered it.
     tag = entity_tag(["page", served.entity.etag, web.presentation, str(q.answerable)], weak=True)
     headers, not_modified_reply = _validated(request, tag, answer.index_version)
@@ -630,7 +640,12 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     warmup = app.state.web.warmup
     if warmup is not None:
         await run_in_threadpool(warmup)
+    observer: Observer | None = app.state.observer
+    if observer is not None:
+        observer.started()
     yield
+    if observer is not None:
+        await run_in_threadpool(observer.close)  # queued spans go out before the process ends
 
 
 ROUTES = (
@@ -657,6 +672,7 @@ def create_app(
     clock: Callable[[], float],
     rate_store: BucketStore,
     warmup: Callable[[], object] | None = None,
+    observer: Observer | None = None,
 ) -> Starlette:
     """The served contract over explicit dependencies.
 
@@ -666,19 +682,25 @@ def create_app(
     (``IndexStatus.as_dict``), called by /health, so it must be cheap (``StatusCache``).
     ``clock`` and ``rate_store`` drive the rate limiter with the allowance in
     ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup (what it
-    returns is unused).
+    returns is unused). ``observer`` (optional, ``observability.build_observer``) hears every
+    request after its response, the limiter's refusals included: it wraps the limiter.
     """
     rl = thresholds.rate_limit
     qbody = questions_body(questions)
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
     app = Starlette(
         routes=list(ROUTES),
-        # First in the list = outermost of the user middleware: it decides before any handler.
-        middleware=[Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock)],
+        # First in the list = outermost of the user middleware: the observer sees every response,
+        # then the limiter decides before any handler.
+        middleware=[
+            *([Middleware(ObserveMiddleware, observer, ROUTES, rl.trusted_proxy_hops)] if observer else []),
+            Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock),
+        ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
     relative_slash_redirects(app.router)  # 307 Location from the path, never the Host header
+    app.state.observer = observer
     app.state.web = WebState(
         registry=registry,
         fixture_service=fixture_service,

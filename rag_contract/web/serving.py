@@ -33,10 +33,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,8 @@ from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import StatusCache, status_against
 from rag_contract.index.store import Index
+from rag_contract.observability.observer import Observer, build_observer
+from rag_contract.observability.settings import Settings, settings_from
 from rag_contract.project import Paths, Project, find_root, load_project
 from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import BucketStore, MemoryStore, RedisStore
@@ -68,6 +72,7 @@ WORKER_APP = "rag_contract.web.serving:served_app_from_env"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 # What an /ask that finds the model loading is told to wait: the load takes ~0.5 s on 2 cores.
 EMBEDDER_RETRY_AFTER_S = 1
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class ServeConfigError(ValueError):
@@ -228,12 +233,14 @@ def assemble(
     rate_store: BucketStore,
     status: Callable[[], Mapping[str, Any]],
     embedders: EmbedderFor | None = None,
+    observer: Observer | None = None,
 ) -> Starlette:
     """The served app over an already loaded project and registry (no I/O beyond that).
 
     ``embedders`` (default ``embedder_for(make_embedder)``, as the CLI) gives each request
     the embedder its index was built with, ``loaded_on_demand``: nothing is loaded at start,
-    so the socket is bound and the fixed answers served before any model is in memory."""
+    so the socket is bound and the fixed answers served before any model is in memory.
+    ``observer``: traces, metrics and the access log (``served_observer``), none when None."""
     embedders = loaded_on_demand(embedders or embedder_for())
     fixed, free = build_services(
         registry,
@@ -252,7 +259,21 @@ def assemble(
         status=status,
         clock=rate_clock,
         rate_store=rate_store,
+        observer=observer,
     )
+
+
+def served_version(registry: Registry) -> Callable[[], str | None]:
+    def version() -> str | None:
+        index = registry.acquire()
+        return index.version if index is not None else None
+
+    return version
+
+
+def served_observer(settings: Settings, registry: Registry) -> Observer | None:
+    """What ``settings`` turn on, observing ``registry``'s served version; None when nothing."""
+    return build_observer(settings, served_version(registry))
 
 
 def build_served_app(
@@ -260,8 +281,12 @@ def build_served_app(
     clock: Callable[[], float] = time.perf_counter,
     rate_store: BucketStore | None = None,
     rate_clock: Callable[[], float] | None = None,
+    observability: Settings | None = None,
 ) -> Starlette:
     """The app ``rag-contract serve`` runs, from the project at ``root``.
+
+    ``observability`` (default: all off) says which of traces, metrics and the access log
+    are on; ``serve`` reads it from the environment (``observability.settings``).
 
     ``clock`` times requests against the deadline and, unless ``rate_clock`` is given,
     drives the rate limiter too. A store shared between processes (``RedisStore``) needs
@@ -279,6 +304,7 @@ def build_served_app(
         rate_clock=rate_clock or clock,
         rate_store=rate_store if rate_store is not None else MemoryStore(),
         status=lambda: cache.get().as_dict(),
+        observer=served_observer(observability or Settings(), registry),
     )
 
 
@@ -308,7 +334,12 @@ def served_app_from_env() -> Starlette:
     """uvicorn factory for worker processes: the root and redis URL ``serve`` was given."""
     root = os.environ.get(ROOT_ENV)
     store, rate_clock = _store(os.environ.get(REDIS_ENV))
-    return build_served_app(Path(root) if root else find_root(), rate_store=store, rate_clock=rate_clock)
+    return build_served_app(
+        Path(root) if root else find_root(),
+        rate_store=store,
+        rate_clock=rate_clock,
+        observability=settings_from(os.environ),
+    )
 
 
 def serve(
@@ -325,19 +356,40 @@ def serve(
     grants the full allowance on its own. ``proxy_headers`` is off: uvicorn would otherwise
     rewrite the client address from X-Forwarded-For, and the rate limiter alone decides
     which of those entries to trust (``rate_limit.trusted_proxy_hops``).
+
+    Traces, metrics and the access log are read from the environment here
+    (``observability.settings``: a malformed value stops the start, naming it) and in every
+    worker. With the access log on, uvicorn's own access line is off: it prints the path with
+    its query string, and ``GET /ask?q=...`` carries the question.
     """
 
     if port is None:
         port = port_from(os.environ.get("PORT") or DEFAULT_PORT)
     root = Path(root) if root else find_root()
-    # http: the h11 protocol with a deadline on each request's headers (slow_clients.py).
+    settings = settings_from(os.environ)
+    if settings.metrics_port == port:
+        raise ServeConfigError(f"RAG_CONTRACT_METRICS_PORT: {port} is the public port; metrics are served apart")
     common: dict[str, Any] = dict(
-        host=host, port=port, proxy_headers=False, server_header=False, http=HeaderDeadlineH11Protocol
+        host=host,
+        port=port,
+        proxy_headers=False,
+        server_header=False,
+        access_log=not settings.access_log,
+        http=HeaderDeadlineH11Protocol,  # a deadline on each request's headers (slow_clients.py)
     )
-    if workers <= 1:
-        store, rate_clock = _store(redis_url)
-        uvicorn.run(build_served_app(root, rate_store=store, rate_clock=rate_clock), **common)
-        return
+    with metrics_endpoint(settings):
+        if workers <= 1:
+            store, rate_clock = _store(redis_url)
+            uvicorn.run(
+                build_served_app(root, rate_store=store, rate_clock=rate_clock, observability=settings), **common
+            )
+            return
+        _serve_workers(host, port, workers, redis_url, root, common)
+
+
+def _serve_workers(
+    host: str, port: int, workers: int, redis_url: str | None, root: Path, common: dict[str, Any]
+) -> None:
     # Several workers need an import string; each worker builds its own app from these.
     os.environ[ROOT_ENV] = str(root)
     if redis_url:
@@ -352,6 +404,31 @@ def serve(
     logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d, %d workers", host, port, workers)
     with contextlib.suppress(KeyboardInterrupt):
         Multiprocess(config, sockets=[listener]).run()
+
+
+@contextlib.contextmanager
+def metrics_endpoint(settings: Settings) -> Iterator[None]:
+    """While open, metrics are served on the metrics port (when configured), summed over this
+    process and its workers: each writes under a fresh ``PROMETHEUS_MULTIPROC_DIR`` (in
+    $TMPDIR; set here, before prometheus_client is imported, and inherited by the workers),
+    removed on exit."""
+    if settings.metrics_port is None:
+        yield
+        return
+    directory = tempfile.mkdtemp(prefix="rag-contract-metrics-")
+    os.environ[MULTIPROC_ENV] = directory
+    from rag_contract.observability.metrics import serve_metrics  # noqa: PLC0415 - prometheus_client only when on
+
+    server, _ = serve_metrics(settings.metrics_host, settings.metrics_port)
+    logging.getLogger("uvicorn.error").info(
+        "Metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port
+    )
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def tcp_listener(host: str, port: int) -> socket.socket:

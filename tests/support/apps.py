@@ -25,6 +25,7 @@ from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import IndexStatus
 from rag_contract.index.store import Index
+from rag_contract.observability.observer import Observer
 from rag_contract.project import Project
 from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import BucketStore, MemoryStore
@@ -63,6 +64,7 @@ def make_app(
     status: Callable[[], Mapping[str, Any]] | None = None,
     rate_clock: Clock = FROZEN,
     rate_store: BucketStore | None = None,
+    observer: Observer | None = None,
 ) -> Starlette:
     """The served app over explicit parts; each one left out takes the default above.
 
@@ -88,4 +90,5 @@ def make_app(
         status=fresh_status() if status is None else status,
         clock=rate_clock,
         rate_store=MemoryStore() if rate_store is None else rate_store,
+        observer=observer,
     )

@@ -1,0 +1,104 @@
+"""Prometheus metrics: what the service answered, how fast, and what it refused. Imported only
+when a metrics port is configured (``observer``).
+
+Labels are bounded: routes are templates (``/answer/{qid}``, never an id), states are the
+answer states or error names, stages the budget's. With several workers every process writes
+its values under ``PROMETHEUS_MULTIPROC_DIR`` and ``serve_metrics`` (run by the process that
+owns the workers) adds them up (prometheus_client's multiprocess mode); that directory must
+be set before this module is imported, which ``serve`` does.
+
+The served index version is a gauge set to 1 under its version label (an Info metric has no
+multiprocess form); it is 0 under a version the process no longer serves.
+"""
+
+from __future__ import annotations
+
+import threading
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
+
+from rag_contract.observability.request import ABANDONED, RequestFacts
+
+# Request latency: the deadline is 150 ms, so resolution sits below and around it.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5)
+STAGE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.3)
+
+
+class Metrics:
+    """The service's metrics, registered in ``registry`` (None: not registered anywhere, the
+    multiprocess collector reads them from their files)."""
+
+    def __init__(self, registry: CollectorRegistry | None):
+        r = registry
+        self.requests = Counter(
+            "rag_contract_requests",
+            "Requests answered, by route, status and state",
+            ["route", "status", "state"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "rag_contract_request_seconds",
+            "Time to answer a request, by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.stages = Histogram(
+            "rag_contract_stage_seconds",
+            "Time per budget stage of an answer",
+            ["stage"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self.refused = Counter(
+            "rag_contract_refused", "Requests refused before any handler ran, by reason", ["reason"], registry=r
+        )
+        self.abandoned = Counter(
+            "rag_contract_abandoned", "Requests that spent their deadline before a verdict", ["route"], registry=r
+        )
+        self.export_failures = Counter(
+            "rag_contract_trace_export_failures", "Failed trace exports, by exception type", ["error_type"], registry=r
+        )
+        self.index = Gauge(
+            "rag_contract_index_info",
+            "1 under the index version served",
+            ["index_version"],
+            multiprocess_mode="max",
+            registry=r,
+        )
+        self._version: str | None = None
+        self._lock = threading.Lock()
+
+    def record(self, facts: RequestFacts) -> None:
+        self.requests.labels(facts.route, str(facts.status), facts.state).inc()
+        self.latency.labels(facts.route).observe(facts.latency_s)
+        if facts.refused:
+            self.refused.labels(facts.refused).inc()
+        o = facts.observation
+        if o is not None:
+            for stage, ms in o.stages_ms.items():
+                self.stages.labels(stage).observe(ms / 1000.0)
+            if o.state == ABANDONED:
+                self.abandoned.labels(facts.route).inc()
+
+    def served(self, version: str | None) -> None:
+        """The index version this process serves now (None: none)."""
+        if version == self._version:
+            return
+        with self._lock:
+            if self._version is not None:
+                self.index.labels(self._version).set(0)
+            if version is not None:
+                self.index.labels(version).set(1)
+            self._version = version
+
+    def export_failed(self, error_type: str) -> None:
+        self.export_failures.labels(error_type).inc()
+
+
+def serve_metrics(host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
+    """Serve every process's metrics (the multiprocess directory) on ``host:port``, in a thread."""
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return start_http_server(port, addr=host, registry=registry)

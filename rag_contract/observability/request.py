@@ -1,0 +1,96 @@
+"""What one request did, as the observers see it: plain values taken after the response is sent.
+
+``Observation`` is what a handler learned from the core (state, index version, claims, budget);
+``RequestFacts`` adds what the HTTP layer knows (route template, status, latency, who asked,
+whether the limiter or admission refused it). Text fields (question, claims, passage titles) are
+carried here so that one point, ``redaction``, decides whether any of it leaves the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from rag_contract.answering.deadline import BudgetReport
+from rag_contract.answering.service import Abandoned, Answer
+
+NO_STATE = "none"  # the state label of a request that asked the core nothing
+ABANDONED = "abandoned"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One outcome of the answering core, reduced to what traces and metrics may use."""
+
+    state: str
+    index_version: str | None
+    question: str
+    drafter: str | None = None
+    stages_ms: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    deadline_ms: float | None = None
+    spent_ms: float | None = None
+    kept: tuple[str, ...] = ()  # claim texts
+    withdrawn: tuple[str, ...] = ()  # claim texts
+    withdrawn_rules: tuple[str, ...] = ()  # one per withdrawn claim, in order
+    passage_ids: tuple[str, ...] = ()
+    passage_titles: tuple[str, ...] = ()
+
+
+def _budget(budget: BudgetReport) -> dict:
+    return {
+        "stages_ms": MappingProxyType(dict(budget.stages)),
+        "deadline_ms": budget.deadline_ms,
+        "spent_ms": budget.spent_ms,
+    }
+
+
+def observation_of(outcome: object, budget: BudgetReport | None = None) -> Observation:
+    """An ``Answer`` (with the budget this request reports, when it differs from the answer's own),
+    an ``Abandoned``, or any other outcome that names its error in ``as_dict()["error"]``."""
+    if isinstance(outcome, Answer):
+        return Observation(
+            state=outcome.state.value,
+            index_version=outcome.index_version,
+            question=outcome.question,
+            drafter=outcome.drafter,
+            kept=tuple(v.claim.text for v in outcome.kept),
+            withdrawn=tuple(v.claim.text for v in outcome.withdrawn),
+            withdrawn_rules=tuple(v.rule or "" for v in outcome.withdrawn),
+            passage_ids=tuple(p.section_id for p in outcome.passages),
+            passage_titles=tuple(p.title for p in outcome.passages),
+            **_budget(budget or outcome.budget),
+        )
+    if isinstance(outcome, Abandoned):
+        return Observation(ABANDONED, outcome.index_version, outcome.question, **_budget(outcome.budget))
+    as_dict = getattr(outcome, "as_dict", None)
+    body = as_dict() if callable(as_dict) else {}
+    return Observation(
+        state=str(body.get("error") or NO_STATE),
+        index_version=body.get("index_version"),
+        question=str(body.get("question") or ""),
+    )
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    """One request as the HTTP layer saw it. ``refused`` names a refusal made before any handler
+    ran (``rate_limited``, ``limiter_unavailable``, ``shed``); ``observation`` is None when no
+    handler asked the core anything."""
+
+    route: str
+    method: str
+    status: int
+    latency_s: float
+    started_ns: int  # wall clock, ns since the epoch: where a trace is placed in time
+    client: str  # the rate limiter's client identity (hashed before it goes anywhere)
+    observation: Observation | None = None
+    refused: str | None = None
+
+    @property
+    def state(self) -> str:
+        return self.observation.state if self.observation else NO_STATE
+
+    @property
+    def index_version(self) -> str | None:
+        return self.observation.index_version if self.observation else None

@@ -1,0 +1,88 @@
+"""One request as one trace: a root span and one child span per budget stage, as plain values.
+
+``span_plan`` decides what a trace says; ``otel`` turns a plan into OpenTelemetry spans and
+exports them through the redaction rule. The stage spans (retrieval, drafting, grounding,
+relevance; ``reused`` for a kept fixed answer) carry the budget's own stage times: their
+durations are the ones the response reports, laid end to end from the request's start (the
+core does not record where in the request each began).
+
+Text attributes (question, claims, passage titles) are always in the plan; whether they leave
+the process is decided at export, in one place (``redaction``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rag_contract.observability import redaction
+from rag_contract.observability.request import RequestFacts
+
+_NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class StageSpan:
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SpanPlan:
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, Any]
+    stages: tuple[StageSpan, ...]
+    failed: bool  # a 5xx: the span's status is ERROR (with no description)
+
+
+def span_plan(facts: RequestFacts, client_key: str) -> SpanPlan:
+    """The trace of ``facts``; ``client_key`` is the already hashed client identity."""
+    start = facts.started_ns
+    end = start + int(facts.latency_s * 1e9)
+    attrs: dict[str, Any] = {
+        "http.request.method": facts.method,
+        "http.route": facts.route,
+        "http.response.status_code": facts.status,
+        "rag.state": facts.state,
+        "rag.client.key": client_key,
+    }
+    if facts.refused:
+        attrs["rag.refused"] = facts.refused
+    stages: list[StageSpan] = []
+    o = facts.observation
+    if o is not None:
+        attrs.update(
+            {
+                "rag.question.sha256": redaction.question_digest(o.question),
+                redaction.QUESTION_TEXT: o.question,
+                "rag.claims.kept": len(o.kept),
+                "rag.claims.withdrawn": len(o.withdrawn),
+                "rag.withdrawn.rules": sorted(set(o.withdrawn_rules)),
+                "rag.passages.count": len(o.passage_ids),
+                "rag.passages.ids": list(o.passage_ids),
+            }
+        )
+        optional = {
+            "rag.index_version": o.index_version,
+            "rag.drafter": o.drafter,
+            "rag.budget.deadline_ms": o.deadline_ms,
+            "rag.budget.spent_ms": o.spent_ms,
+            redaction.CLAIMS_TEXT: list(o.kept) or None,
+            redaction.WITHDRAWN_TEXT: list(o.withdrawn) or None,
+            redaction.PASSAGE_TITLES: list(o.passage_titles) or None,
+        }
+        attrs.update({k: v for k, v in optional.items() if v is not None})
+        at = start
+        for name, ms in o.stages_ms.items():
+            stage_end = at + int(ms * _NS_PER_MS)
+            stages.append(StageSpan(name, at, stage_end, {"rag.stage.ms": round(ms, 3)}))
+            at = stage_end
+    name = f"{facts.method} {facts.route}"
+    return SpanPlan(
+        name, start, max(end, stages[-1].end_ns if stages else end), attrs, tuple(stages), facts.status >= 500
+    )

@@ -1,0 +1,133 @@
+"""Metrics and the access log, in process: what each request adds, and what neither ever holds.
+Settings that cannot be used are refused before anything starts; with nothing configured there
+is no observer and neither OpenTelemetry nor prometheus_client is imported."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+from starlette.testclient import TestClient
+
+from rag_contract.cli import main
+from rag_contract.observability.settings import ObservabilityConfigError, Settings, settings_from
+from tests.observability.apps import observed_app
+from tests.support.apps import generous
+from tests.support.clocks import jump_clock
+
+QUESTION = "Which status code means the zebracorn representation was not modified?"
+ON = Settings(metrics_port=9, access_log=True)
+
+
+def test_metrics_count_requests_by_route_status_and_state_and_time_the_stages(project, index, embedder):
+    o = observed_app(project, index, embedder, ON)
+    with TestClient(o.app) as client:
+        answers = [client.get("/answer/q11").json() for _ in range(3)]
+        client.get("/answer/nope")
+        client.get("/no/such/path")
+    state = answers[0]["state"]
+    assert o.metric("rag_contract_requests_total", route="/answer/{qid}", status="200", state=state) == 3
+    assert o.metric("rag_contract_requests_total", route="/answer/{qid}", status="404", state="none") == 1
+    assert o.metric("rag_contract_requests_total", route="other", status="404", state="none") == 1
+    assert o.metric("rag_contract_request_seconds_count", route="/answer/{qid}") == 4
+    # computed once (retrieval, drafting, ...), then served from the kept answer twice
+    assert o.metric("rag_contract_stage_seconds_count", stage="retrieval") == 1
+    assert o.metric("rag_contract_stage_seconds_count", stage="reused") == 2
+    assert o.metric("rag_contract_index_info", index_version=index.version) == 1
+
+
+def test_limiter_refusals_and_abandoned_requests_are_counted(project, index, embedder):
+    t = project.thresholds
+    tight = dataclasses.replace(generous(t), rate_limit=dataclasses.replace(t.rate_limit, max_client_burst=2))
+    o = observed_app(project, index, embedder, ON, thresholds=tight, service_clock=jump_clock())
+    with TestClient(o.app) as client:
+        statuses = [client.post("/ask", json={"question": QUESTION}).status_code for _ in range(3)]
+    assert statuses == [503, 503, 429]  # the jumping clock spends every deadline
+    assert o.metric("rag_contract_abandoned_total", route="/ask") == 2
+    assert o.metric("rag_contract_requests_total", route="/ask", status="503", state="abandoned") == 2
+    assert o.metric("rag_contract_refused_total", reason="rate_limited") == 1
+    assert o.metric("rag_contract_requests_total", route="/ask", status="429", state="none") == 1
+
+
+def test_one_access_line_per_request_and_never_the_question(project, index, embedder):
+    o = observed_app(project, index, embedder, ON)
+    with TestClient(o.app) as client:
+        asked = client.post("/ask", json={"question": QUESTION}).json()
+        client.get("/ask", params={"q": QUESTION})
+        client.get("/answer/q11")
+    lines = o.access_lines()
+    assert len(lines) == 3
+    rows = [json.loads(line) for line in lines]
+    assert set(rows[0]) == {"time", "method", "route", "status", "state", "latency_ms", "index_version", "trace_id"}
+    assert [r["route"] for r in rows] == ["/ask", "/ask", "/answer/{qid}"]
+    assert rows[0]["state"] == asked["state"] and rows[0]["index_version"] == index.version
+    assert rows[0]["trace_id"] is None  # tracing is off
+    log = o.access.getvalue()
+    assert "zebracorn" not in log and QUESTION not in log
+    assert not any(c["text"] in log for c in asked["claims"])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RAG_CONTRACT_TRACES_ENDPOINT", "collector:4318"),
+        ("RAG_CONTRACT_TRACES_ENDPOINT", "http://host:99999/v1/traces"),
+        ("RAG_CONTRACT_TRACES_INCLUDE_TEXT", "maybe"),
+        ("RAG_CONTRACT_TRACES_TIMEOUT_S", "0"),
+        ("RAG_CONTRACT_METRICS_PORT", "metrics"),
+        ("RAG_CONTRACT_ACCESS_LOG", "2"),
+    ],
+)
+def test_a_setting_that_cannot_be_used_is_refused_naming_it(name, value, monkeypatch, capsys):
+    with pytest.raises(ObservabilityConfigError, match=name):
+        settings_from({name: value})
+    monkeypatch.setenv(name, value)
+    assert main(["serve", "--port", "0"]) == 2  # before anything binds
+    assert name in capsys.readouterr().err
+
+
+def test_metrics_are_never_served_on_the_public_port(monkeypatch, capsys):
+    monkeypatch.setenv("RAG_CONTRACT_METRICS_PORT", "8123")
+    assert main(["serve", "--port", "8123"]) == 2
+    assert "public port" in capsys.readouterr().err
+
+
+def test_settings_read_from_the_environment():
+    s = settings_from(
+        {
+            "RAG_CONTRACT_TRACES_ENDPOINT": "https://collector.example:4318/v1/traces",
+            "RAG_CONTRACT_TRACES_INCLUDE_TEXT": "yes",
+            "RAG_CONTRACT_METRICS_PORT": "9100",
+            "RAG_CONTRACT_ACCESS_LOG": "on",
+        }
+    )
+    assert (s.tracing, s.traces_include_text, s.metrics_port, s.access_log) == (True, True, 9100, True)
+    assert settings_from({}) == Settings() and not Settings().anything
+
+
+# What tracing and metrics load. (redis-py imports opentelemetry's metrics API on its own when
+# it is installed; the trace SDK, the exporter and prometheus_client stay ours to load.)
+OPTIONAL = (
+    "opentelemetry.sdk.trace",
+    "opentelemetry.exporter",
+    "prometheus_client",
+    "rag_contract.observability.otel",
+    "rag_contract.observability.metrics",
+)
+
+
+def test_with_nothing_configured_nothing_is_observed_or_imported():
+    code = (
+        "import sys\n"
+        "from rag_contract.cli import main\n"
+        "from rag_contract.index.registry import Registry\n"
+        "from rag_contract.observability.settings import settings_from\n"
+        "from rag_contract.web.serving import served_observer\n"
+        "assert served_observer(settings_from({}), Registry(None)) is None\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({OPTIONAL!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,66 @@
+"""``rag-contract serve --workers 2`` with a metrics port: the real command on loopback. Every
+request is counted once whichever worker served it, both workers write their share, and the
+metrics are on their own port, not the public one (where the limiter sits)."""
+
+from __future__ import annotations
+
+import sys
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tools.loadtest import HOST, free_port, running_server, server_env
+
+pytestmark = pytest.mark.slow
+SENT = 40
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def samples(text: str, name: str) -> dict[str, float]:
+    """{label text: value} of metric ``name`` in the exposition ``text``."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, _, value = line[len(name) :].rpartition(" ")
+            out[labels] = float(value)
+    return out
+
+
+def test_two_workers_count_every_request_once_on_a_port_of_their_own(root, tmp_path):
+    metrics_port = free_port()
+    env = {**server_env(), "RAG_CONTRACT_METRICS_PORT": str(metrics_port), "TMPDIR": str(tmp_path)}
+
+    def argv(port: int) -> list[str]:
+        cli = [sys.executable, "-m", "rag_contract.cli", "--root", str(root)]
+        return [*cli, "serve", "--host", HOST, "--port", str(port), "--workers", "2"]
+
+    with running_server(argv, tmp_path, env, tmp_path / "serve.log", 2) as (_, port):
+        base = f"http://{HOST}:{port}"
+        with ThreadPoolExecutor(4) as pool:  # concurrent: both workers accept connections
+            statuses = list(pool.map(lambda _: get(f"{base}/answer/q11")[0], range(SENT)))
+        assert set(statuses) <= {200, 429} and 200 in statuses
+        public = get(f"{base}/metrics")  # not on the public port: a 404 (or the limiter's 429)
+        assert public[0] in (404, 429) and "rag_contract_requests_total" not in public[1]
+        status, text = get(f"http://{HOST}:{metrics_port}/metrics")
+        assert status == 200
+        counted = samples(text, "rag_contract_requests_total")
+        on_route = {k: v for k, v in counted.items() if 'route="/answer/{qid}"' in k}
+        assert sum(on_route.values()) == SENT
+        assert sum(v for k, v in on_route.items() if 'status="429"' in k) == statuses.count(429)
+        refused = samples(text, "rag_contract_refused_total").get('{reason="rate_limited"}', 0.0)
+        assert refused == statuses.count(429) + (public[0] == 429)
+        assert 1.0 in samples(text, "rag_contract_index_info").values()
+        (directory,) = Path(tmp_path).glob("rag-contract-metrics-*")
+        writers = {p.stem.rsplit("_", 1)[1] for p in directory.glob("counter_*.db")}
+        assert len(writers) == 2, writers
+    assert not list(Path(tmp_path).glob("rag-contract-metrics-*"))  # removed at exit
