@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load clean
+.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -74,6 +74,12 @@ bench-compare: $(STAMP)
 # Bounded loopback load run (wrk, ~2 minutes): writes eval/results/load.json, then the README table.
 load: $(STAMP)
 	$(BIN)/python -m tools.loadtest
+	$(BIN)/python -m tools.readme
+
+# Build the image, run it hardened, and record its size and time to first /health
+# (eval/results/container.json, then the README block). Needs a Docker daemon: `.ci/docker-image` sets one up.
+container: $(STAMP)
+	$(BIN)/python -m tools.container
 	$(BIN)/python -m tools.readme
 
 clean:
