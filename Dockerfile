@@ -3,7 +3,11 @@
 # writes nothing at run time.
 #
 #   docker build -t rag-contract .
-#   docker run --rm -p 8000:8000 rag-contract
+#   docker run --rm --read-only --cap-drop ALL --security-opt no-new-privileges:true \
+#     -p 127.0.0.1:8000:8000 rag-contract
+#
+# (the hardened run: README "Hardened container", compose.yaml). Without registry access,
+# .ci/docker-image provides the base image and builds this file unchanged.
 #
 # Every input is copied BY NAME (no `COPY . .`): what the image serves is exactly what
 # this file lists, and a stray file in the checkout (a spend ledger, a .env) cannot ride in.

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
-from tools import startup
+from tools import container, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -219,6 +219,14 @@ def startup_table(root: Path) -> str:
     return startup.render(json.loads(path.read_text()))
 
 
+def container_run(root: Path) -> str:
+    return f"```\ndocker build -t {container.IMAGE} .\n{container.run_line()}\n```\n"
+
+
+def container_table(root: Path) -> str:
+    return container.render(_load(root, "container.json"))
+
+
 def stale_example(root: Path) -> str:
     """What index-status says after one byte is appended to a corpus file (manifest updated),
     run for real on a temporary copy of the project."""
@@ -249,6 +257,8 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "load": load_table,
     "bench": bench_table,
     "startup": startup_table,
+    "container-run": container_run,
+    "container": container_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }
