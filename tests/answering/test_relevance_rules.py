@@ -36,7 +36,7 @@ RANGE = "A server may ignore the Range header field."
 SECTIONS = [
     Section("rfc1#1", "Cookie attributes", f"{SECURE} It is so. The Max-Age attribute sets a lifetime."),
     Section("rfc1#2", "Range requests", RANGE),
-    Section("rfc1#3", "Empty", "Nothing here."),
+    Section("rfc1#3", "Prefixes", "A name may begin with __Host- or not."),
 ]
 CHUNKS = [
     Chunk("rfc1#1/0", "rfc1#1", 0, SECURE),
@@ -136,6 +136,8 @@ def test_features_are_rounded_to_six_places(index):
     v = np.array([0.123456789, 0.0])
     f = features("secure", v, [kept("secure attribute limits")], index, set())
     assert f.similarity == round(0.8 * 0.123456789, 6) and f.section == round(0.7 * 0.123456789, 6)
+    thirds = features("secure zorblax", v, [], index, {"secure"})  # weights 1 : 2 (an unseen word weighs double)
+    assert (thirds.coverage, thirds.unseen) == (0.333333, 0.666667)
 
 
 def test_the_logit_weighs_each_feature_by_its_own_weight():
@@ -157,7 +159,8 @@ def test_the_verdict_at_each_line(score, verdict):
     [
         ("Is Clear-Site-Data sent?", ("Clear-Site-Data",)),
         ("What does SameSite do, and includeSubDomains?", ("SameSite", "includeSubDomains")),
-        ("What is the __Host- prefix?", ("__Host-",)),
+        ("What is the __Host- prefix?", ()),  # the corpus has it; the trailing hyphen is not part of the name
+        ("What is the __Secure- prefix?", ("__Secure-",)),
         ("What does Max-Age set?", ()),  # the corpus has it
         ("What is X-Request-Id, or X_Custom?", ()),  # custom fields are context
         ("Is Foo-Bar like foo-bar or Foo-Bar?", ("Foo-Bar",)),
@@ -178,7 +181,7 @@ def test_an_element_is_named_once_as_first_spelled(index):
 
 
 def test_assess_names_the_weightiest_unaddressed_words(index):
-    question = "Does the zorblax quuxly secure range lifetime attribute?"
+    question = "Does the range attribute secure lifetime zorblax quuxly?"  # the weightiest words come last
     r = assess(question, QUERY, [kept("secure attribute limits")], index, CONFIG)
     w = index.weights
     order = sorted(dict.fromkeys(content_words(question)), key=lambda t: -w(t))
@@ -212,9 +215,9 @@ def test_an_answer_gives_one_reason():
             OFF_TOPIC,
             ("SameSite", "Foo-Bar"),
             ("samesite", "lax"),
-            ("lax",),
+            ("samesite", "lax"),
             "the claims are off topic: the question names 'SameSite', 'Foo-Bar', which the corpus never contains; "
-            "no kept claim addresses 'samesite', 'lax'; the corpus never uses 'lax'",
+            "no kept claim addresses 'samesite', 'lax'; the corpus never uses 'samesite', 'lax'",
         ),
         (STOPS_SHORT, (), ("range",), (), "the claims stop short of the question: no kept claim addresses 'range'"),
         (STOPS_SHORT, (), (), ("zz",), "the claims stop short of the question: the corpus never uses 'zz'"),

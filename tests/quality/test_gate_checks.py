@@ -6,6 +6,7 @@ can run it against the checks (eval/mutation.yaml)."""
 from __future__ import annotations
 
 import json
+import locale
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
@@ -92,7 +93,7 @@ def test_thresholds_name_every_problem_at_once():
 @pytest.mark.parametrize(
     ("ceilings", "message", "figures"),
     [
-        ({"a1": 3}, "answerable question(s) without a rank ceiling: a2", {"missing": 1, "extra": 0}),
+        ({}, "answerable question(s) without a rank ceiling: a1, a2", {"missing": 2, "extra": 0}),
         (
             {"a1": 3, "a2": 1, "b": 1, "a": 1},
             "ceiling(s) for ids that are not answerable questions: a, b",
@@ -107,7 +108,7 @@ def test_one_thresholds_problem_is_named_alone(ceilings, message, figures):
 
 def test_a_stale_measured_on_alone_fails():
     out = gate._thresholds_valid(ctx(thresholds=thresholds(measured_on="v0")))
-    assert not out.passed and out.figures == {"missing": 0, "extra": 0}
+    assert out.passed is False and out.figures == {"missing": 0, "extra": 0}
     assert out.message.startswith("eval/thresholds.yaml: measured_on is v0 but the index is v1")
 
 
@@ -121,7 +122,7 @@ def row(qid: str, rank: int | None, outranked_by=()) -> SimpleNamespace:
 def serving(value: float, rows=(), mode: str = "fused") -> SimpleNamespace:
     return SimpleNamespace(
         mode=mode,
-        figure=lambda metric: value,
+        figure=lambda metric: {"recall@1": value, "mrr": value}[metric],
         questions=tuple(rows),
         result=lambda qid: next(r for r in rows if r.id == qid),
     )
@@ -148,6 +149,16 @@ def test_a_floor_just_missed_names_the_five_worst_placed_questions():
         "Worst-placed questions: q3 (rank miss), q6 (rank 98), q4 (rank 7), q7 (rank 4), q5 (rank 3).",
         {"measured": 0.2499, "floor": 0.25, "mode": "fused"},
     )
+
+
+def test_a_question_at_rank_one_is_never_worst_placed():
+    out = gate._floor("mrr")(retrieval_ctx(0.1, [row("q1", 1), row("q2", 2), row("q3", None)]))
+    assert out.message.endswith("Worst-placed questions: q3 (rank miss), q2 (rank 2).")
+
+
+def test_a_miss_is_placed_as_rank_99():
+    out = gate._floor("mrr")(retrieval_ctx(0.1, [row("q1", 99), row("q2", None), row("q3", 100)]))
+    assert out.message.endswith("Worst-placed questions: q3 (rank 100), q1 (rank 99), q2 (rank miss).")
 
 
 def test_a_question_a_check_names_must_be_in_the_set():
@@ -281,9 +292,15 @@ def test_a_missing_report_fails_naming_the_command(tmp_path):
     assert out == Outcome(False, "eval/results/r.json is missing; run `make r` and commit it.")
 
 
-def test_a_report_equal_to_the_eval_passes(tmp_path):
+def test_a_report_equal_to_the_eval_passes_whatever_the_locale(tmp_path):
     (tmp_path / "r.json").write_text('{"a": "\u00e9"}\n', encoding="utf-8")
-    out = gate._report_matches("r.json", lambda c: c.now, "make r")(report_ctx(tmp_path, '{"a": "\u00e9"}\n'))
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert locale.getencoding() != "UTF-8"
+        out = gate._report_matches("r.json", lambda c: c.now, "make r")(report_ctx(tmp_path, '{"a": "\u00e9"}\n'))
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
     assert out == Outcome(True, "eval/results/r.json matches the eval")
 
 
@@ -310,6 +327,19 @@ def test_a_json_diff_walks_objects_and_equal_length_lists_by_path():
     ]
 
 
+def test_a_value_that_changes_kind_is_one_difference():
+    assert gate._json_diff({"a": {"b": 1}}, {}) == ['a: committed {"b": 1}, now null']
+    assert gate._json_diff({"x": 1}, [1]) == [': committed {"x": 1}, now [1]']
+    assert gate._json_diff([1], {"x": 1}) == [': committed [1], now {"x": 1}']
+
+
+def test_every_differing_item_of_a_list_is_named():
+    assert gate._json_diff({"l": [1, 2, 3]}, {"l": [0, 2, 4]}) == [
+        "l[0]: committed 1, now 0",
+        "l[2]: committed 3, now 4",
+    ]
+
+
 def test_lists_of_different_lengths_differ_whole_and_long_values_are_cut_to_60():
     long = "x" * 100
     assert gate._json_diff({"l": [1]}, {"l": [1, 2]}) == ["l: committed [1], now [1, 2]"]
@@ -327,7 +357,7 @@ def answers(**over: Any) -> dict:
     rows = [
         {"id": "a1", "answerable": True, "state": "grounded", "expected_state": None},
         {"id": "a2", "answerable": True, "state": "partial", "expected_state": None},
-        {"id": "u1", "answerable": False, "state": "unsupported", "expected_state": "unsupported", "kept": 0},
+        {"id": "u1", "answerable": False, "state": "unsupported", "expected_state": "unsupported"},
         {
             "id": "u2",
             "answerable": False,
@@ -386,7 +416,7 @@ def test_a_refusal_answered_more_than_annotated_fails():
 
 def test_a_failed_refusal_without_counts_says_zero():
     out = gate._refusal("u1")(answers_ctx("partial", qid="u1"))
-    assert not out.passed
+    assert out.passed is False
     assert "0 claim(s) kept and 0 withdrawn" in out.message
 
 
@@ -413,30 +443,30 @@ def test_a_known_overanswered_refusal_may_not_get_worse(state, held, ok):
 
 def test_a_state_off_the_scale_fails_even_when_held():
     out = gate._refusal("u1")(answers_ctx("exploded", qid="u1", held={"u1": "grounded"}))
-    assert not out.passed and "landed in exploded" in out.message
+    assert out.passed is False and "landed in exploded" in out.message
 
 
 @pytest.mark.parametrize(("value", "ok"), [(0.4999, False), (0.5, True), (0.5001, True)])
 def test_the_grounded_rate_bar(value, ok):
-    out = gate._answer_bar("min_grounded_rate")(answers_ctx("partial", grounded_rate=value))
+    out = gate._answer_bar("min_grounded_rate")(answers_ctx("partial", qid="a1", grounded_rate=value))
     figures = {"measured": value, "bar": 0.5}
     if ok:
         assert out == Outcome(True, f"grounded_rate {value} >= 0.5", figures)
     else:
         assert out == Outcome(
-            False, f"grounded rate {value} is below answers.min_grounded_rate 0.5; not grounded: a2.", figures
+            False, f"grounded rate {value} is below answers.min_grounded_rate 0.5; not grounded: a1, a2.", figures
         )
 
 
 @pytest.mark.parametrize(("value", "ok"), [(0.7499, False), (0.75, True), (0.7501, True)])
 def test_the_state_agreement_bar(value, ok):
-    out = gate._answer_bar("min_state_agreement")(answers_ctx("grounded", state_agreement=value))
+    out = gate._answer_bar("min_state_agreement")(answers_ctx("grounded", qid="u1", state_agreement=value))
     figures = {"measured": value, "bar": 0.75}
     if ok:
         assert out == Outcome(True, f"state_agreement {value} >= 0.75", figures)
     else:
         assert out == Outcome(
-            False, f"state agreement {value} is below answers.min_state_agreement 0.75; disagreeing: u2.", figures
+            False, f"state agreement {value} is below answers.min_state_agreement 0.75; disagreeing: u1, u2.", figures
         )
 
 
@@ -467,9 +497,11 @@ def budget_ctx(seconds: float = 0.0, rerecord: float = 0.0) -> SimpleNamespace:
 
 @pytest.mark.parametrize(("seconds", "ok"), [(0.04999, True), (0.05, True), (0.0500101, False)])
 def test_the_latency_bar_is_the_slowest_questions_median(monkeypatch, seconds, ok):
-    monkeypatch.setattr(gate, "slowest_question", lambda c: "a2")
+    asked = []
+    monkeypatch.setattr(gate, "slowest_question", lambda c: asked.append(c) or "a2")
     c = budget_ctx(seconds)
     out = gate._latency(c)
+    assert asked == [c]
     ms = seconds * 1000.0
     assert c.calls == [("What is a2?", "a2")]
     assert out.figures == {
@@ -479,21 +511,22 @@ def test_the_latency_bar_is_the_slowest_questions_median(monkeypatch, seconds, o
         "request_deadline_ms": 150.0,
     }
     if ok:
-        assert out.passed and out.message == f"a2 median {ms:.2f} ms <= 50.0 ms"
+        assert out.passed is True and out.message == f"a2 median {ms:.2f} ms <= 50.0 ms"
     else:
-        assert not out.passed
+        assert out.passed is False
         assert out.message == (
             "Service.answer on a2 (the slowest question) has a median of 50.01 ms, above budget.max_request_ms 50.0 ms."
         )
 
 
-@pytest.mark.parametrize(("cost", "ok"), [(0.0499, True), (0.05, True), (0.0501, False)])
+@pytest.mark.parametrize(("cost", "ok"), [(0.0499, True), (0.049994, True), (0.05, True), (0.0501, False)])
 def test_the_rebuild_is_priced_against_its_ceiling(monkeypatch, cost, ok):
     seen = {}
-    monkeypatch.setattr(gate, "rebuild_texts", lambda project: ["t1", "t2"])
+    monkeypatch.setattr(gate, "rebuild_texts", lambda project: seen.update(project=project) or ["t1", "t2"])
     monkeypatch.setattr(gate, "priced_rebuild", lambda prices, texts: seen.update(p=prices, t=texts) or cost)
-    out = gate._priced("rebuild")(budget_ctx())
-    assert seen == {"p": "prices", "t": ["t1", "t2"]}
+    c = budget_ctx()
+    out = gate._priced("rebuild")(c)
+    assert seen == {"project": c.project, "p": "prices", "t": ["t1", "t2"]}
     what = "build-index --embedder openai-text-embedding-3-small"
     figures = {"priced_usd": round(cost, 4), "ceiling_usd": 0.05}
     if ok:
@@ -585,7 +618,7 @@ def test_an_answer_bar_left_unset_has_no_check():
     assert [x.id for x in checks(c) if x.kind == "answers"] == ["answers/max_answered_unanswerable"]
 
 
-def test_the_listed_checks_run_the_rules_above(tmp_path):
+def test_the_listed_checks_run_the_rules_above(tmp_path, monkeypatch):
     by_id = {c.id: c for c in checks(ctx())}
     c = retrieval_ctx(0.5, [row("a1", 3), row("a2", 2)])
     assert by_id["thresholds"].run(c).passed
@@ -608,9 +641,20 @@ def test_the_listed_checks_run_the_rules_above(tmp_path):
     assert by_id["answers/refusal/u2"].run(a).passed and by_id["answers/min_grounded_rate"].run(a).passed
     assert by_id["answers/max_answered_unanswerable"].run(a).passed
     assert by_id["answers/min_state_agreement"].run(a).passed
-    b = budget_ctx(rerecord=3.5)
+    b = budget_ctx(seconds=0.01, rerecord=3.5)
     assert by_id["budget/rerecord"].run(b).message.startswith("record-drafts --drafter live is priced")
-    assert by_id["budget/drafting-vs-cap"].run(b).passed
+    assert by_id["budget/drafting-vs-cap"].run(b).message.endswith("budget.daily_cap_usd $4.00")
+    monkeypatch.setattr(gate, "rebuild_texts", lambda project: [])
+    monkeypatch.setattr(gate, "priced_rebuild", lambda prices, texts: 0.01)
+    assert by_id["budget/rebuild"].run(b).message == (
+        "build-index --embedder openai-text-embedding-3-small: priced $0.0100 <= budget.max_rebuild_usd $0.05"
+    )
+    monkeypatch.setattr(gate, "slowest_question", lambda c: "a1")
+    assert by_id["budget/latency"].run(b).message == "a1 median 10.00 ms <= 50.0 ms"
+    monkeypatch.setattr(
+        gate, "probe", lambda make_app, allowance: SimpleNamespace(passed=True, detail="ok", served=10, refused_at=11)
+    )
+    assert by_id["ratelimit/probe"].run(ctx()) == Outcome(True, "ok", {"burst": 10, "served": 10, "refused_at": 11})
 
 
 def test_a_check_that_raises_fails_with_its_message():
