@@ -109,9 +109,12 @@ def too_much_to_rerun(touched: list[str], report: dict) -> str | None:
 
 def test_the_rerun_budget_names_make_mutate_past_it(report):
     done = report["modules"]
-    biggest = max(done, key=lambda n: done[n]["mutants"])
-    assert done[biggest]["mutants"] <= MAX_RERUN_MUTANTS, "every module alone can be re-run by CI"
-    assert too_much_to_rerun([biggest], report) is None
+    small = min(done, key=lambda n: done[n]["mutants"])
+    assert too_much_to_rerun([small], report) is None
+    # a module past the budget alone (the gate's checks) is re-run by `make mutate` and committed
+    big = [n for n in done if done[n]["mutants"] > MAX_RERUN_MUTANTS]
+    for n in big:
+        assert f"make mutate MODULES='{n}'" in (too_much_to_rerun([n], report) or "")
     everything = too_much_to_rerun(list(done), report)
     assert everything is not None and f"make mutate MODULES='{' '.join(done)}'" in everything
     assert "never run" in (too_much_to_rerun(["new-module"], report) or "")
