@@ -366,6 +366,7 @@ def answers(**over: Any) -> dict:
             "kept": 2,
             "withdrawn": [1],
         },
+        {"id": "a3", "answerable": True, "state": "grounded", "expected_state": None},  # never named as not grounded
     ]
     base = {
         "grounded_rate": 0.5,

@@ -19,9 +19,10 @@ from tools.mutation import ModuleSpec, load_config, load_report, reclassify, run
 # The bars of the contract: the modules holding grounding, the answer states, the deadline,
 # the spend bound and the bucket arithmetic at 95%, every other module at 90%.
 CORE = {"grounding", "answer-states", "deadline", "spend", "bucket"}
-# What CI may re-run, in mutants: a mutant costs about 0.6 s on two shared cores (spend's 462 ran
-# in under five minutes on a loaded machine), so this keeps the re-run within five minutes.
-MAX_RERUN_MUTANTS = 500
+# What CI may re-run, in mutants: on two cores shared with other work a mutant took 0.3 to 1.0 s
+# (spend's 462 took six minutes), so this keeps the re-run within five minutes; a module past it
+# alone (spend, the gate's checks) is re-run with `make mutate` and committed.
+MAX_RERUN_MUTANTS = 400
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_the_rerun_budget_names_make_mutate_past_it(report):
     done = report["modules"]
     small = min(done, key=lambda n: done[n]["mutants"])
     assert too_much_to_rerun([small], report) is None
-    # a module past the budget alone (the gate's checks) is re-run by `make mutate` and committed
+    # a module past the budget alone is re-run by `make mutate` and committed
     big = [n for n in done if done[n]["mutants"] > MAX_RERUN_MUTANTS]
     for n in big:
         assert f"make mutate MODULES='{n}'" in (too_much_to_rerun([n], report) or "")
