@@ -244,3 +244,19 @@ def test_the_ledger_is_utf8_whatever_the_locale(tmp_path):
         assert ledger.entries()[0]["what"] == "r\u00e9sum\u00e9 \u2014 call"
     finally:
         locale.setlocale(locale.LC_CTYPE, before)
+
+
+def test_a_ledger_holding_utf8_text_is_read_whatever_the_locale(tmp_path):
+    """The writer escapes every character outside ASCII, but a ledger edited by hand (or by a
+    writer that does not) may hold UTF-8 text: it is read as UTF-8 under an ASCII locale too."""
+    ledger = ledger_at(tmp_path)
+    entry = {"kind": "spend", "day": "2026-11-29", "what": "r\u00e9sum\u00e9", "usd": 0.25}
+    ledger.path.write_bytes(json.dumps({"format": LEDGER_FORMAT, "entries": [entry]}, ensure_ascii=False).encode())
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert locale.getencoding() != "UTF-8"
+        assert ledger.entries()[0]["what"] == "r\u00e9sum\u00e9"
+        assert ledger.spent() == 0.25
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)

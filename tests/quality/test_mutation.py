@@ -2,10 +2,10 @@
 
 A full run takes minutes per module, so this file re-runs only the modules a change touched:
 each committed entry carries a fingerprint of its module, its tests and its configuration,
-and an entry whose fingerprint still matches is what the command would produce again. A
-touched module is re-run here (at most ``MAX_RERUN`` of them; past that the test fails and
-names ``make mutate``), and the test fails when it drops below its floor or when its result
-differs from the committed entry.
+and an entry whose fingerprint still matches is what the command would produce again. The
+touched modules are re-run here when they hold at most ``MAX_RERUN_MUTANTS`` mutants between
+them (past that, or for a module with no committed entry, the test fails and names ``make
+mutate``), and the test fails when one drops below its floor or differs from its committed entry.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from tools.mutation import ModuleSpec, load_config, load_report, reclassify, run
 # The bars of the contract: the modules holding grounding, the answer states, the deadline,
 # the spend bound and the bucket arithmetic at 95%, every other module at 90%.
 CORE = {"grounding", "answer-states", "deadline", "spend", "bucket"}
-MAX_RERUN = 2  # a touched module re-runs in well under two minutes on two cores
+# What CI may re-run, in mutants: on two cores shared with other work a mutant took 0.3 to 1.0 s
+# (spend's 462 took six minutes), so this keeps the re-run within five minutes; a module past it
+# alone (spend, the gate's checks) is re-run with `make mutate` and committed.
+MAX_RERUN_MUTANTS = 400
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +94,39 @@ def rerun_problems(fresh: dict, committed: dict, specs) -> list[str]:
     return problems
 
 
+def too_much_to_rerun(touched: list[str], report: dict) -> str | None:
+    """Why CI should not re-run ``touched`` itself (a module never run, or too many mutants), or None."""
+    done = report["modules"]
+    cost = sum(done[n]["mutants"] for n in touched if n in done)
+    if all(n in done for n in touched) and cost <= MAX_RERUN_MUTANTS:
+        return None
+    return (
+        f"changed since eval/results/mutation.json was written: {', '.join(touched)} "
+        f"({cost} mutants{', and modules never run' if any(n not in done for n in touched) else ''}; "
+        f"CI re-runs at most {MAX_RERUN_MUTANTS}): run `make mutate MODULES='{' '.join(touched)}'` "
+        "and commit the report"
+    )
+
+
+def test_the_rerun_budget_names_make_mutate_past_it(report):
+    done = report["modules"]
+    small = min(done, key=lambda n: done[n]["mutants"])
+    assert too_much_to_rerun([small], report) is None
+    # a module past the budget alone is re-run by `make mutate` and committed
+    big = [n for n in done if done[n]["mutants"] > MAX_RERUN_MUTANTS]
+    for n in big:
+        assert f"make mutate MODULES='{n}'" in (too_much_to_rerun([n], report) or "")
+    everything = too_much_to_rerun(list(done), report)
+    assert everything is not None and f"make mutate MODULES='{' '.join(done)}'" in everything
+    assert "never run" in (too_much_to_rerun(["new-module"], report) or "")
+
+
 def test_touched_modules_are_re_run_and_hold(root, specs, report):
     touched = stale(root, specs, report)
     if not touched:
         return
-    assert len(touched) <= MAX_RERUN, (
-        f"{len(touched)} modules changed since eval/results/mutation.json was written ({', '.join(touched)}): "
-        f"run `make mutate MODULES='{' '.join(touched)}'` and commit the report"
-    )
+    problem = too_much_to_rerun(touched, report)
+    assert problem is None, problem
     fresh = run(root, touched, verbose=False)["modules"]
     problems = rerun_problems({n: fresh[n] for n in touched}, report["modules"], specs)
     assert not problems, "\n".join(problems)

@@ -1,0 +1,378 @@
+"""The index's address and every loader check, on a two-section index written in microseconds:
+each refusal with its whole message, and the edges that must still load (a question set with
+no rows, sections whose rows are contiguous). Mutation testing runs this file against the
+loader (eval/mutation.yaml), so it reads nothing from the committed index."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_contract.corpus.chunking import Chunk
+from rag_contract.corpus.sentences import Sentence
+from rag_contract.corpus.sources import Section
+from rag_contract.index.store import (
+    FILES,
+    FORMAT,
+    Index,
+    IndexInputs,
+    IndexLoadError,
+    assemble,
+    load_index,
+    read_meta,
+    save_index,
+)
+
+INPUTS = IndexInputs("corpus-fp", "embedder-id", "chunking-id")
+SECTIONS = [Section("rfc1#1", "One", "First text."), Section("rfc1#2", "Two", "Second text.")]
+CHUNKS = [Chunk("rfc1#1/0", "rfc1#1", 0, "first"), Chunk("rfc1#2/0", "rfc1#2", 0, "second")]
+SENTENCES = [Sentence("rfc1#1", 0, "First text."), Sentence("rfc1#2", 0, "Second text.")]
+
+
+def small_index(questions: int = 1) -> Index:
+    return assemble(
+        INPUTS.version,
+        INPUTS,
+        "fake",
+        SECTIONS,
+        CHUNKS,
+        np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]),
+        SENTENCES,
+        np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]),
+        "qfp",
+        ["What is one?"][:questions],
+        np.array([[0.0, 0.0, 1.0]])[:questions],
+    )
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    d = tmp_path / "idx"
+    save_index(small_index(), d)
+    return d
+
+
+def meta_of(d: Path) -> dict:
+    return json.loads((d / "meta.json").read_text())
+
+
+def write_meta(d: Path, meta: object) -> None:
+    (d / "meta.json").write_text(json.dumps(meta))
+
+
+def rehash(d: Path, name: str, data: bytes) -> None:
+    """Replace ``name`` and make meta.json vouch for it, as a careless rebuild would."""
+    (d / name).write_bytes(data)
+    meta = meta_of(d)
+    meta["files"][name] = hashlib.sha256(data).hexdigest()
+    write_meta(d, meta)
+
+
+def npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(a, dtype=np.float32), allow_pickle=False)
+    return buf.getvalue()
+
+
+def jsonl(rows: list[dict]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+def refused(d: Path, message: str) -> None:
+    with pytest.raises(IndexLoadError) as caught:
+        load_index(d)
+    assert str(caught.value) == message
+
+
+def test_the_address_is_the_first_12_hex_of_the_inputs_hash():
+    assert INPUTS.version == hashlib.sha256(b"corpus-fp\nembedder-id\nchunking-id").hexdigest()[:12]
+    assert IndexInputs("a", "b", "c").version != IndexInputs("a", "b", "d").version
+
+
+def test_a_saved_index_loads_as_itself(saved):
+    index = load_index(saved)
+    assert (index.version, index.inputs, index.embedder_name) == (INPUTS.version, INPUTS, "fake")
+    assert list(index.sections.values()) == SECTIONS
+    assert index.chunks == tuple(CHUNKS) and index.sentences == tuple(SENTENCES)
+    assert index.vectors.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    assert index.sentence_vectors.tolist() == [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]
+    assert index.question_fingerprint == "qfp"
+    assert {q: v.tolist() for q, v in index.question_vectors.items()} == {"What is one?": [0.0, 0.0, 1.0]}
+
+
+def test_an_index_without_questions_loads(tmp_path):
+    save_index(small_index(questions=0), tmp_path)
+    assert dict(load_index(tmp_path).question_vectors) == {}
+
+
+def test_a_missing_meta_is_named_with_its_directory(tmp_path):
+    refused(tmp_path, f"meta.json: missing in index directory {tmp_path.name}/")
+
+
+def test_an_unreadable_meta_is_named(saved):
+    (saved / "meta.json").unlink()
+    (saved / "meta.json").mkdir()
+    refused(saved, "meta.json: cannot be read (Is a directory)")
+
+
+@pytest.mark.parametrize("data", [b"{not json", b"\xff\xfe"])
+def test_a_meta_that_is_not_json_is_refused(saved, data):
+    (saved / "meta.json").write_bytes(data)
+    with pytest.raises(IndexLoadError, match=r"^meta\.json: not valid JSON \(.+\)$"):
+        read_meta(saved)
+
+
+NEED = ["chunking", "corpus_fingerprint", "embedder", "embedder_identity", "files", "format", "version"]
+
+
+@pytest.mark.parametrize("key", NEED)
+def test_each_key_meta_must_hold_is_needed(saved, key):
+    meta = meta_of(saved)
+    del meta[key]
+    write_meta(saved, meta)
+    refused(saved, f"meta.json: must hold the keys {NEED}")
+
+
+def test_a_meta_that_is_not_an_object_is_refused(saved):
+    write_meta(saved, [NEED])
+    refused(saved, f"meta.json: must hold the keys {NEED}")
+
+
+def test_meta_files_must_be_a_mapping(saved):
+    write_meta(saved, meta_of(saved) | {"files": list(FILES)})
+    refused(saved, "meta.json: 'files' must map each index file to its sha256")
+
+
+@pytest.mark.parametrize("fmt", [FORMAT - 1, FORMAT + 1, str(FORMAT)])
+def test_another_format_is_refused(saved, fmt):
+    write_meta(saved, meta_of(saved) | {"format": fmt})
+    refused(saved, f"meta.json: format {fmt!r}, this code reads format {FORMAT}")
+
+
+def test_meta_of_this_format_is_read(saved):
+    assert read_meta(saved) == meta_of(saved)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_file_must_be_there(saved, name):
+    (saved / name).unlink()
+    refused(saved, f"{name}: missing in index directory")
+
+
+def test_a_directory_is_not_a_file(saved):
+    (saved / "vectors.npy").unlink()
+    (saved / "vectors.npy").mkdir()
+    refused(saved, "vectors.npy: missing in index directory")
+
+
+def test_an_unreadable_file_is_named(saved, monkeypatch):
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "chunks.jsonl":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    refused(saved, "chunks.jsonl: cannot be read (Permission denied)")
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_file_that_does_not_match_its_hash_is_refused(saved, name):
+    data = (saved / name).read_bytes() + b"\n"
+    (saved / name).write_bytes(data)
+    want = meta_of(saved)["files"][name]
+    refused(
+        saved, f"{name}: sha256 {hashlib.sha256(data).hexdigest()[:16]}... does not match meta.json ({want[:16]}...)"
+    )
+
+
+def test_a_file_meta_does_not_vouch_for_is_refused(saved):
+    meta = meta_of(saved)
+    del meta["files"]["questions.json"]
+    write_meta(saved, meta)
+    got = hashlib.sha256((saved / "questions.json").read_bytes()).hexdigest()[:16]
+    refused(saved, f"questions.json: sha256 {got}... does not match meta.json (None...)")
+
+
+@pytest.mark.parametrize("field", ["corpus_fingerprint", "embedder_identity", "chunking"])
+def test_a_version_that_is_not_the_address_of_its_inputs_is_refused(saved, field):
+    meta = meta_of(saved)
+    meta[field] += "-changed"
+    write_meta(saved, meta)
+    actual = IndexInputs(meta["corpus_fingerprint"], meta["embedder_identity"], meta["chunking"]).version
+    refused(saved, f"meta.json: version {INPUTS.version} is not the address of its inputs ({actual})")
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("sections.jsonl", jsonl([{"id": "rfc1#1", "title": "One"}])),
+        ("chunks.jsonl", b"not json\n"),
+        ("sentences.jsonl", jsonl([{"section_id": "rfc1#1", "position": 0, "text": "x", "extra": 1}])),
+        ("questions.json", b"[]"),
+        ("questions.json", json.dumps({"fingerprint": "f", "questions": "What is one?"}).encode()),
+        ("questions.json", json.dumps({"fingerprint": "f", "questions": [1]}).encode()),
+        ("questions.json", json.dumps({"fingerprint": 1, "questions": ["What is one?"]}).encode()),
+        ("questions.json", json.dumps({"questions": ["What is one?"]}).encode()),
+    ],
+)
+def test_files_that_do_not_parse_are_refused_not_a_crash(saved, name, data):
+    rehash(saved, name, data)
+    with pytest.raises(IndexLoadError, match=r"^index files do not parse: "):
+        load_index(saved)
+
+
+def test_the_questions_rule_is_named(saved):
+    rehash(saved, "questions.json", json.dumps({"fingerprint": 1, "questions": []}).encode())
+    refused(
+        saved,
+        "index files do not parse: questions.json must hold a 'fingerprint' string and a 'questions' list of text",
+    )
+
+
+@pytest.mark.parametrize("name", ["vectors.npy", "sentence_vectors.npy", "question_vectors.npy"])
+def test_an_array_that_is_not_npy_is_refused(saved, name):
+    # IndexLoadError is a ValueError, so the parse step's handler prefixes it
+    rehash(saved, name, b"not an array")
+    with pytest.raises(IndexLoadError, match=rf"^index files do not parse: {name}: not a readable \.npy array \(.+\)$"):
+        load_index(saved)
+
+
+@pytest.mark.parametrize("name", ["vectors.npy", "sentence_vectors.npy", "question_vectors.npy"])
+@pytest.mark.parametrize("shape", [(3,), (1, 2, 3)])
+def test_an_array_must_be_two_dimensional(saved, name, shape):
+    rehash(saved, name, npy(np.zeros(shape)))
+    refused(saved, f"index files do not parse: {name}: expected a 2-d array, got shape {shape}")
+
+
+@pytest.mark.parametrize(
+    ("name", "rows", "message"),
+    [
+        ("vectors.npy", 1, "vectors.npy: 1 rows for 2 chunks"),
+        ("vectors.npy", 3, "vectors.npy: 3 rows for 2 chunks"),
+        ("sentence_vectors.npy", 1, "sentence_vectors.npy: 1 rows for 2 sentences"),
+        ("sentence_vectors.npy", 3, "sentence_vectors.npy: 3 rows for 2 sentences"),
+        ("question_vectors.npy", 0, "question_vectors.npy: 0 rows for 1 questions"),
+        ("question_vectors.npy", 2, "question_vectors.npy: 2 rows for 1 questions"),
+    ],
+)
+def test_each_array_has_a_row_per_item(saved, name, rows, message):
+    rehash(saved, name, npy(np.zeros((rows, 3))))
+    refused(saved, message)
+
+
+@pytest.mark.parametrize("name", ["vectors.npy", "sentence_vectors.npy", "question_vectors.npy"])
+@pytest.mark.parametrize("dims", [2, 4])
+def test_each_array_has_the_dimensions_meta_names(saved, name, dims):
+    rows = 1 if name == "question_vectors.npy" else 2
+    rehash(saved, name, npy(np.zeros((rows, dims))))
+    refused(saved, f"{name}: vectors of {dims} dimensions, meta.json says 3")
+
+
+def test_an_empty_array_has_no_dimensions_to_check(tmp_path):
+    save_index(small_index(questions=0), tmp_path)
+    rehash(tmp_path, "question_vectors.npy", npy(np.zeros((0, 7))))
+    assert dict(load_index(tmp_path).question_vectors) == {}
+
+
+def test_dimensions_are_checked_against_meta_not_against_each_other(saved):
+    meta = meta_of(saved)
+    meta["dimensions"] = 4
+    write_meta(saved, meta)
+    refused(saved, "vectors.npy: vectors of 3 dimensions, meta.json says 4")
+
+
+CHUNK_ROWS = [
+    {"id": "rfc1#1/0", "section_id": "rfc1#1", "ordinal": 0, "text": "a"},
+    {"id": "rfc1#2/0", "section_id": "rfc1#2", "ordinal": 0, "text": "b"},
+    {"id": "rfc1#1/1", "section_id": "rfc1#1", "ordinal": 1, "text": "c"},
+]
+SENTENCE_ROWS = [
+    {"section_id": "rfc1#1", "position": 0, "text": "a"},
+    {"section_id": "rfc1#2", "position": 0, "text": "b"},
+    {"section_id": "rfc1#1", "position": 1, "text": "c"},
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "vectors", "rows"),
+    [("chunks.jsonl", "vectors.npy", CHUNK_ROWS), ("sentences.jsonl", "sentence_vectors.npy", SENTENCE_ROWS)],
+)
+def test_rows_naming_an_unknown_section_are_refused(saved, name, vectors, rows):
+    stray = [rows[0], rows[1] | {"section_id": "rfc9#9"}, rows[1] | {"section_id": "rfc9#8"}]
+    rehash(saved, name, jsonl(stray))
+    rehash(saved, vectors, npy(np.zeros((3, 3))))
+    refused(saved, f"{name}: names section(s) the index does not hold: ['rfc9#8', 'rfc9#9']")
+
+
+@pytest.mark.parametrize(
+    ("name", "vectors", "rows"),
+    [("chunks.jsonl", "vectors.npy", CHUNK_ROWS), ("sentences.jsonl", "sentence_vectors.npy", SENTENCE_ROWS)],
+)
+def test_a_sections_rows_must_be_contiguous(saved, name, vectors, rows):
+    rehash(saved, name, jsonl(rows))
+    rehash(saved, vectors, npy(np.zeros((3, 3))))
+    refused(saved, f"{name}: the rows of a section must be contiguous; split: ['rfc1#1']")
+
+
+@pytest.mark.parametrize(
+    ("name", "vectors", "rows"),
+    [("chunks.jsonl", "vectors.npy", CHUNK_ROWS), ("sentences.jsonl", "sentence_vectors.npy", SENTENCE_ROWS)],
+)
+def test_contiguous_rows_of_one_section_load(saved, name, vectors, rows):
+    rehash(saved, name, jsonl([rows[0], rows[2], rows[1]]))
+    rehash(saved, vectors, npy(np.zeros((3, 3))))
+    index = load_index(saved)
+    assert len(index.chunks if name == "chunks.jsonl" else index.sentences) == 3
+
+
+def test_a_section_back_after_two_others_is_named_once(saved):
+    rows = [
+        CHUNK_ROWS[0],
+        CHUNK_ROWS[1],
+        CHUNK_ROWS[2],
+        CHUNK_ROWS[1] | {"id": "rfc1#2/1", "ordinal": 1},
+    ]
+    rehash(saved, "chunks.jsonl", jsonl(rows))
+    rehash(saved, "vectors.npy", npy(np.zeros((4, 3))))
+    refused(saved, "chunks.jsonl: the rows of a section must be contiguous; split: ['rfc1#1', 'rfc1#2']")
+
+
+def test_a_meta_with_exactly_the_keys_it_must_hold_is_read(saved):
+    meta = {k: v for k, v in meta_of(saved).items() if k in NEED}
+    write_meta(saved, meta)
+    assert read_meta(saved) == meta
+
+
+def test_an_array_of_pickled_objects_is_not_read(saved):
+    buf = io.BytesIO()
+    np.save(buf, np.array([[object(), object(), object()]] * 2, dtype=object), allow_pickle=True)
+    rehash(saved, "vectors.npy", buf.getvalue())
+    with pytest.raises(IndexLoadError, match=r"^index files do not parse: vectors\.npy: not a readable \.npy array"):
+        load_index(saved)
+
+
+def test_at_most_three_stray_sections_are_named(saved):
+    rows = [CHUNK_ROWS[0]] + [CHUNK_ROWS[1] | {"id": f"x/{i}", "section_id": f"rfc9#{i}"} for i in range(4)]
+    rehash(saved, "chunks.jsonl", jsonl(rows))
+    rehash(saved, "vectors.npy", npy(np.zeros((5, 3))))
+    refused(saved, "chunks.jsonl: names section(s) the index does not hold: ['rfc9#0', 'rfc9#1', 'rfc9#2']")
+
+
+def test_at_most_three_split_sections_are_named(tmp_path):
+    sections = [Section(f"rfc1#{i}", f"T{i}", "text") for i in range(4)]
+    order = [0, 1, 2, 3, 0, 1, 2, 3]
+    chunks = [Chunk(f"rfc1#{s}/{n}", f"rfc1#{s}", n, "c") for n, s in enumerate(order)]
+    inputs = INPUTS
+    index = assemble(
+        inputs.version, inputs, "fake", sections, chunks, np.zeros((8, 3)), SENTENCES[:0], np.zeros((0, 3)), "q",
+        [], np.zeros((0, 3)),
+    )  # fmt: skip
+    save_index(index, tmp_path)
+    refused(tmp_path, "chunks.jsonl: the rows of a section must be contiguous; split: ['rfc1#0', 'rfc1#1', 'rfc1#2']")
