@@ -13,7 +13,17 @@ import pytest
 
 from rag_contract.config.thresholds import Thresholds, ThresholdsError, parse_thresholds
 
-FUSION = {"dense": -2.5, "sentence": 0.25, "lexical": 4, "title": 13.5, "dense_gap": 12, "sentence_gap": 6.5}
+FUSION = {
+    "dense": -2.5,
+    "sentence": 0.25,
+    "lexical": 4,
+    "title": 13.5,
+    "dense_gap": 12,
+    "sentence_gap": 6.5,
+    "ancestor_title": 8.5,
+    "coverage": 1,
+    "rank_fusion": 2.75,
+}
 WEIGHTS = {"bias": -1.5, "similarity": 2, "coverage": 3.25, "unseen": -4, "section": 0.5}
 BASE: dict[str, Any] = {
     "measured_on": "9b3b9227ec29",
@@ -49,6 +59,7 @@ BASE: dict[str, Any] = {
     },
     "rate_limit": {"max_requests_per_minute": 60, "max_client_burst": 10, "trusted_proxy_hops": 0},
     "ask": {"max_question_chars": 300},
+    "admission": {"max_in_flight": 2, "max_queued": 4, "max_queue_wait_ms": 50.0, "retry_after_s": 1},
 }
 
 
@@ -192,14 +203,14 @@ def test_a_wrong_type_is_named(key, value, message):
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("index__chunk_words", 0, "index.chunk_words: must be > 0, got 0"),
-        ("index__chunk_words", -1, "index.chunk_words: must be > 0, got -1"),
-        ("budget__daily_cap_usd", 0.0, "budget.daily_cap_usd: must be > 0, got 0.0"),
+        ("index__chunk_words", 0, "index.chunk_words: must be > 0 and at most 5000, got 0"),
+        ("index__chunk_words", -1, "index.chunk_words: must be > 0 and at most 5000, got -1"),
+        ("budget__daily_cap_usd", 0.0, "budget.daily_cap_usd: must be > 0 and at most 100.0, got 0.0"),
         ("index__chunk_overlap", -1, "index.chunk_overlap: must be >= 0, got -1"),
-        ("budget__max_rebuild_usd", -0.01, "budget.max_rebuild_usd: must be >= 0, got -0.01"),
+        ("budget__max_rebuild_usd", -0.01, "budget.max_rebuild_usd: must be between 0.0 and 100.0, got -0.01"),
         ("retrieval__floors__mrr", -0.01, "retrieval.floors.mrr: must be between 0.0 and 1.0, got -0.01"),
         ("retrieval__floors__recall@10", 1.01, "retrieval.floors.recall@10: must be between 0.0 and 1.0, got 1.01"),
-        ("retrieval__ceilings__q02", 0, "retrieval.ceilings.q02: must be > 0, got 0"),
+        ("retrieval__ceilings__q02", 0, "retrieval.ceilings.q02: must be > 0 and at most 100000, got 0"),
         ("retrieval__ceilings__q02", True, "retrieval.ceilings.q02: must be an integer, got True"),
         ("retrieval__ceilings__q02", 2.0, "retrieval.ceilings.q02: must be an integer, got 2.0"),
         (

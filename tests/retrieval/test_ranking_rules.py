@@ -141,6 +141,14 @@ def test_k_sections_are_returned_or_all_when_fewer(index, k, sections):
 ONE_HOT = {f: {g: float(g == f) for g in FUSION_FEATURES} for f in FUSION_FEATURES}
 
 
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """1 for the highest score; ties by position, as the ranking orders them."""
+    order = np.lexsort((np.arange(len(scores)), -scores))
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    return ranks
+
+
 def test_each_fused_feature_has_its_own_column(index):
     text = "conditional range request"
     features = section_features(index, text, QUERY)
@@ -152,7 +160,12 @@ def test_each_fused_feature_has_its_own_column(index):
     w = index.weights
     total = w("conditional") + w("range") + w("request")
     title = np.array([0.0, (w("range") + w("request")) / total, (w("conditional") + w("request")) / total])
-    want = np.stack([dense, sentence, bm25 / bm25.max(), title, dense - 0.9, sentence - 0.7], axis=1)
+    ancestor_title = np.zeros(3)  # rfc1#1, #2 and #3 have no section above them
+    coverage = title  # here every passage word of the query is also in its section's title
+    rrf = sum(1.0 / (60 + _ranks(leg)) for leg in (dense, sentence, bm25)) * 61 / 3
+    want = np.stack(
+        [dense, sentence, bm25 / bm25.max(), title, dense - 0.9, sentence - 0.7, ancestor_title, coverage, rrf], axis=1
+    )
     assert features == pytest.approx(want, rel=1e-6)
     for i, f in enumerate(FUSION_FEATURES):
         assert fused_scores(index, text, QUERY, ONE_HOT[f]) == pytest.approx(want[:, i], rel=1e-6)
@@ -160,7 +173,7 @@ def test_each_fused_feature_has_its_own_column(index):
 
 def test_fused_scores_are_the_weighted_sum_of_the_features(index):
     text = "conditional range request"
-    weights = dict(zip(FUSION_FEATURES, (1.0, 2.0, -3.0, 0.5, 4.0, 0.25), strict=True))
+    weights = dict(zip(FUSION_FEATURES, (1.0, 2.0, -3.0, 0.5, 4.0, 0.25, 1.5, -0.75, 3.0), strict=True))
     want = section_features(index, text, QUERY) @ np.array(list(weights.values()))
     assert fused_scores(index, text, QUERY, weights) == pytest.approx(want, rel=1e-12)
 
@@ -200,3 +213,41 @@ def test_fused_ties_rank_by_section_order(index):
         "rfc1#2",
         "rfc1#3",
     ]
+
+
+NESTED = [
+    Section("rfc2#4", "Set-Cookie header", "The header carries one cookie."),
+    Section("rfc2#4.1", "Syntax", "The grammar of the header."),
+    Section("rfc2#4.1.2", "Path attribute", "The scope of the cookie within the site."),
+    Section("rfc3#4.1", "Expires attribute", "When the cookie lapses."),
+]
+
+
+def nested_index() -> Index:
+    inputs = IndexInputs("corpus", "embedder", "chunking")
+    chunks = [Chunk(f"{s.id}/0", s.id, 0, s.text) for s in NESTED]
+    sentences = [Sentence(s.id, 0, s.text) for s in NESTED]
+    vectors = np.array([[1.0, 0.0]] * len(NESTED))
+    return assemble(
+        inputs.version, inputs, "fake", NESTED, chunks, vectors, sentences, vectors, "q", [], np.zeros((0, 2))
+    )
+
+
+def test_a_section_is_credited_with_the_best_title_share_among_its_ancestors():
+    index = nested_index()
+    features = section_features(index, "set-cookie header syntax path", QUERY)
+    title = features[:, FUSION_FEATURES.index("title")]
+    ancestor = features[:, FUSION_FEATURES.index("ancestor_title")]
+    assert title[0] > 0 and title[1] > 0 and title[0] != title[1]
+    # rfc2#4.1.2 is under rfc2#4.1 and rfc2#4: the better of the two; rfc2#4.1 under rfc2#4 only
+    assert list(ancestor) == pytest.approx([0.0, title[0], max(title[0], title[1]), 0.0])
+    # rfc3#4.1 is not under rfc2#4, though its number says 4.1
+
+
+def test_coverage_counts_the_query_words_anywhere_in_the_passage(index):
+    w = index.weights
+    features = section_features(index, "computed representation", QUERY)  # in the text of #1 and #2, no title
+    coverage = features[:, FUSION_FEATURES.index("coverage")]
+    total = w("computed") + w("representation")
+    assert list(coverage) == pytest.approx([w("computed") / total, w("representation") / total, 0.0])
+    assert list(features[:, FUSION_FEATURES.index("title")]) == [0.0, 0.0, 0.0]
