@@ -351,3 +351,44 @@ def test_a_burst_is_at_most_a_minutes_allowance(burst, ok):
         assert parse_thresholds(raw).rate_limit.max_client_burst == burst
     else:
         assert refusal(raw) == "rate_limit.max_client_burst: must not exceed rate_limit.max_requests_per_minute"
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "ok"),
+    [
+        ("index__chunk_words", 5000, True),
+        ("index__chunk_words", 5001, False),
+        ("budget__daily_cap_usd", 100.0, True),
+        ("budget__daily_cap_usd", 100.01, False),
+        ("ask__max_question_chars", 4000, True),
+        ("ask__max_question_chars", 4001, False),
+        ("retrieval__fusion__title", 1000.0, True),
+        ("retrieval__fusion__title", -1000.0, True),
+        ("retrieval__fusion__title", 1000.5, False),
+        ("retrieval__fusion__title", -1000.5, False),
+    ],
+)
+def test_a_bar_past_its_ceiling_bounds_nothing_and_is_refused(dotted, value, ok):
+    raw = edited(**{dotted: value})
+    if ok:
+        parse_thresholds(raw)
+        return
+    name = dotted.replace("__", ".")
+    message = refusal(raw)
+    assert message.startswith(f"{name}: must be ") and message.endswith(f", got {value}")
+    if "fusion" in name:
+        assert message == f"{name}: must be between -1000.0 and 1000.0, got {value}"
+    else:
+        assert " and at most " in message
+
+
+@pytest.mark.parametrize(("wait_ms", "ok"), [(74.99, True), (75.0, True), (75.01, False)])
+def test_a_queued_request_waits_at_most_half_the_deadline(wait_ms, ok):
+    raw = edited(admission__max_queue_wait_ms=wait_ms)
+    if ok:
+        assert parse_thresholds(raw).admission.max_queue_wait_ms == wait_ms
+        return
+    assert refusal(raw) == (
+        "admission.max_queue_wait_ms: a queued request may wait at most half of "
+        f"budget.request_deadline_ms (150.0 ms), got {wait_ms} ms"
+    )
