@@ -321,10 +321,11 @@ ANSWERED: dict[str | None, int] = {"no_context": 0, "abandoned": 0, "unsupported
 def _refusal(qid: str) -> Callable[[GateContext], Outcome]:
     """A refusal question must not land more answered than annotated.
 
-    ``unsupported`` < ``partial`` < ``grounded``. Landing exactly in the annotated state is
-    agreement; landing below it (a partial-annotated question refused outright, which is all
-    a drafter that only quotes can do) is the safe direction and passes, named; landing
-    above it means the service answered what the corpus cannot answer, and fails. Exact
+    ``unsupported`` < ``partial`` < ``grounded``, with the service errors ``no_context`` and
+    ``abandoned`` level with ``unsupported`` (they answer nothing either). Landing exactly in
+    the annotated state is agreement; landing level with it in another state, or below it (a
+    partial-annotated question refused outright, which is all a drafter that only quotes can
+    do), is the safe direction and passes, named; landing above it means the service answered what the corpus cannot answer, and fails. Exact
     agreement over the whole set is held by ``answers.min_state_agreement``.
     """
 
@@ -335,10 +336,10 @@ def _refusal(qid: str) -> Callable[[GateContext], Outcome]:
         figures = {"state": state, "expected_state": q.expected_state}
         if state == q.expected_state:
             return Outcome(True, f"{qid} landed in {state} as annotated", figures)
-        if state in ANSWERED and ANSWERED[state] < ANSWERED[q.expected_state]:
-            return Outcome(
-                True, f"{qid} landed in {state}, refusing more than its annotated {q.expected_state}", figures
-            )
+        if state in ANSWERED and ANSWERED[state] <= ANSWERED[q.expected_state]:
+            # no_context and abandoned answer nothing, as unsupported does: as safe, never "more answered"
+            how = "more than" if ANSWERED[state] < ANSWERED[q.expected_state] else "as much as"
+            return Outcome(True, f"{qid} landed in {state}, refusing {how} its annotated {q.expected_state}", figures)
         held = ctx.thresholds.answers.known_overanswered.get(qid)
         if held is not None and state in ANSWERED and ANSWERED[state] <= ANSWERED[held]:
             return Outcome(

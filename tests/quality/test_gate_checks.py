@@ -405,6 +405,16 @@ def test_a_refusal_that_refuses_more_than_annotated_passes_named(state):
     )
 
 
+@pytest.mark.parametrize("state", ["no_context", "abandoned"])
+def test_a_refusal_that_answers_nothing_as_annotated_passes_named(state):
+    out = gate._refusal("u1")(answers_ctx(state, qid="u1"))
+    assert out == Outcome(
+        True,
+        f"u1 landed in {state}, refusing as much as its annotated unsupported",
+        {"state": state, "expected_state": "unsupported"},
+    )
+
+
 def test_a_refusal_answered_more_than_annotated_fails():
     out = gate._refusal("u2")(answers_ctx("grounded"))
     assert out == Outcome(
