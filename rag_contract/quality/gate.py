@@ -325,8 +325,9 @@ def _refusal(qid: str) -> Callable[[GateContext], Outcome]:
     ``abandoned`` level with ``unsupported`` (they answer nothing either). Landing exactly in
     the annotated state is agreement; landing level with it in another state, or below it (a
     partial-annotated question refused outright, which is all a drafter that only quotes can
-    do), is the safe direction and passes, named; landing above it means the service answered what the corpus cannot answer, and fails. Exact
-    agreement over the whole set is held by ``answers.min_state_agreement``.
+    do), is the safe direction and passes, named; landing above it means the service answered
+    what the corpus cannot answer, and fails. Exact agreement over the whole set is held by
+    ``answers.min_state_agreement``.
     """
 
     def run(ctx: GateContext) -> Outcome:
