@@ -149,7 +149,15 @@ def load_corpus(corpus_dir: Path) -> Corpus:
     blobs = verify_files(corpus_dir, entries)
     sections: list[Section] = []
     for e in entries:
-        sections.extend(parse_sections(e.rfc, blobs[e.file].decode("utf-8")))
+        # the manifest's hash says the bytes are the ones committed, not that they are an RFC
+        try:
+            text = blobs[e.file].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorpusError(f"{e.file}: not UTF-8 text (byte {exc.start}); an RFC text file is expected") from None
+        try:
+            sections.extend(parse_sections(e.rfc, text))
+        except CorpusError as exc:
+            raise CorpusError(f"{e.file}: {exc}") from None
     return Corpus(entries=entries, sections=tuple(sections))
 
 
@@ -227,8 +235,12 @@ def toc_ids(rfc: str, text: str) -> list[str]:
 
 def parse_sections(rfc: str, text: str) -> list[Section]:
     lines = strip_furniture(text)
-    toc = next(i for i, ln in enumerate(lines) if ln.strip() == "Table of Contents")
-    body_start = next(i for i in range(toc + 1, len(lines)) if lines[i] and not lines[i][0].isspace())
+    toc = next((i for i, ln in enumerate(lines) if ln.strip() == "Table of Contents"), None)
+    if toc is None:
+        raise CorpusError("no 'Table of Contents' line, so no sections can be found")
+    body_start = next((i for i in range(toc + 1, len(lines)) if lines[i] and not lines[i][0].isspace()), None)
+    if body_start is None:
+        raise CorpusError("nothing follows the table of contents")
     sections: list[Section] = []
     current: tuple[str, str] | None = None
     buf: list[str] = []

@@ -223,3 +223,27 @@ def test_nothing_is_parsed_before_every_file_has_passed(corpus_dir):
     (corpus_dir / "rfc2.txt").write_text("no table of contents: the parser would fail on it\n")
     with pytest.raises(CorpusError, match="^rfc2.txt: sha256 mismatch"):
         load_corpus(corpus_dir)
+
+
+def _replace(d: Path, name: str, data: bytes) -> None:
+    """``name`` rewritten to ``data`` with its manifest entry updated: the hash check passes."""
+    (d / name).write_bytes(data)
+    files = [entry(n, (d / n).read_bytes()) for n in TEXTS]
+    (d / "manifest.yaml").write_text(
+        yaml.safe_dump({"files": files}, sort_keys=False).replace("'2024-01-06'", "2024-01-06")
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x00\x01\xff binary", "rfc1.txt: not UTF-8 text (byte 2); an RFC text file is expected"),
+        (b"Just text, no contents.\n", "rfc1.txt: no 'Table of Contents' line, so no sections can be found"),
+        (b"Table of Contents\n\n   1.  First\n", "rfc1.txt: nothing follows the table of contents"),
+    ],
+)
+def test_a_file_whose_hash_matches_but_is_no_rfc_text_is_refused_naming_it(corpus_dir, data, message):
+    _replace(corpus_dir, "rfc1.txt", data)
+    with pytest.raises(CorpusError) as caught:
+        load_corpus(corpus_dir)
+    assert str(caught.value) == message
