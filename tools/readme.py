@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
-from tools import startup
+from tools import observability_load, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -239,6 +239,13 @@ def stale_example(root: Path) -> str:
     return f"```\n$ rag-contract index-status\n{described}\n```\n"
 
 
+def observability_table(root: Path) -> str:
+    path = Paths(root).result("observability.json")
+    if not path.is_file():
+        return "No run is committed yet (`python -m tools.observability_load` writes it).\n"
+    return observability_load.render(json.loads(path.read_text()))
+
+
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "retrieval": retrieval_table,
     "answers": answers_table,
@@ -249,6 +256,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "load": load_table,
     "bench": bench_table,
     "startup": startup_table,
+    "observability": observability_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }
