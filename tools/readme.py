@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
-from tools import container, startup
+from tools import container, observability_load, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -247,6 +247,13 @@ def stale_example(root: Path) -> str:
     return f"```\n$ rag-contract index-status\n{described}\n```\n"
 
 
+def observability_table(root: Path) -> str:
+    path = Paths(root).result("observability.json")
+    if not path.is_file():
+        return "No run is committed yet (`python -m tools.observability_load` writes it).\n"
+    return observability_load.render(json.loads(path.read_text()))
+
+
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "retrieval": retrieval_table,
     "answers": answers_table,
@@ -259,6 +266,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "startup": startup_table,
     "container-run": container_run,
     "container": container_table,
+    "observability": observability_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }

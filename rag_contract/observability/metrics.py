@@ -14,6 +14,7 @@ multiprocess form); it is 0 under a version the process no longer serves.
 from __future__ import annotations
 
 import threading
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
@@ -69,18 +70,28 @@ class Metrics:
         )
         self._version: str | None = None
         self._lock = threading.Lock()
+        # ``labels()`` validates and looks up its arguments on every call, several times the cost
+        # of the increment; the label sets are few (bounded, see above), so each child is kept.
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def record(self, facts: RequestFacts) -> None:
-        self.requests.labels(facts.route, str(facts.status), facts.state).inc()
-        self.latency.labels(facts.route).observe(facts.latency_s)
+        self._child(self.requests, facts.route, str(facts.status), facts.state).inc()
+        self._child(self.latency, facts.route).observe(facts.latency_s)
         if facts.refused:
-            self.refused.labels(facts.refused).inc()
+            self._child(self.refused, facts.refused).inc()
         o = facts.observation
         if o is not None:
             for stage, ms in o.stages_ms.items():
-                self.stages.labels(stage).observe(ms / 1000.0)
+                self._child(self.stages, stage).observe(ms / 1000.0)
             if o.state == ABANDONED:
-                self.abandoned.labels(facts.route).inc()
+                self._child(self.abandoned, facts.route).inc()
 
     def served(self, version: str | None) -> None:
         """The index version this process serves now (None: none)."""

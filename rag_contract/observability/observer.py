@@ -14,10 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from rag_contract.observability.access_log import access_line, access_logger
-from rag_contract.observability.redaction import client_key
 from rag_contract.observability.request import RequestFacts
 from rag_contract.observability.settings import Settings
-from rag_contract.observability.tracing import SpanPlan, span_plan
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -29,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 
 class Tracer(Protocol):
-    def record(self, plan: SpanPlan) -> str: ...
+    def record(self, facts: RequestFacts) -> str | None: ...
     def flush(self, timeout_s: float = 10.0) -> bool: ...
     def close(self) -> None: ...
 
@@ -41,14 +39,12 @@ class Observer:
         self,
         *,
         served_version: Callable[[], str | None],
-        salt: bytes,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
         access: logging.Logger | None = None,
         export_failures: ExportFailures | None = None,
     ):
         self._served_version = served_version
-        self._salt = salt
         self.tracer = tracer
         self.metrics = metrics
         self._access = access
@@ -58,7 +54,7 @@ class Observer:
         try:
             trace_id = None
             if self.tracer is not None:
-                trace_id = self.tracer.record(span_plan(facts, client_key(facts.client, self._salt)))
+                trace_id = self.tracer.record(facts)  # queued: built and exported off the request path
             if self.metrics is not None:
                 self.metrics.served(self._served_version())
                 self.metrics.record(facts)
@@ -103,11 +99,14 @@ def build_observer(
 
         failures = ExportFailures(metrics.export_failed if metrics is not None else None)
         tracer = otlp_tracer(
-            settings.traces_endpoint, settings.traces_include_text, settings.traces_timeout_s, failures
+            settings.traces_endpoint,
+            settings.traces_include_text,
+            settings.traces_timeout_s,
+            failures,
+            settings.client_key_salt or os.urandom(32),
         )
     return Observer(
         served_version=served_version,
-        salt=settings.client_key_salt or os.urandom(32),
         tracer=tracer,
         metrics=metrics,
         access=access_logger(access_stream) if settings.access_log else None,

@@ -1,39 +1,41 @@
-"""Traces over OpenTelemetry: a ``SpanPlan`` becomes spans, and every span leaves through
-``RedactingExporter``. Imported only when a traces endpoint is configured (``observer``), so
-the SDK and its HTTP client cost nothing to a service that exports nothing.
+"""Traces over OpenTelemetry's OTLP/HTTP exporter: each request is queued as a record, and a
+background thread turns records into spans that leave through ``otlp_wire``, where they are
+redacted. Imported only when a traces endpoint is configured (``observer``), so the SDK and its
+HTTP client cost nothing to a service that exports nothing.
 
-The pipeline is fixed: OtelTracer -> BatchSpanProcessor -> RedactingExporter -> CountingExporter -> exporter.
-``tracer_for`` builds it around whatever exporter it is given (the OTLP/HTTP one when serving),
-so there is no way to attach an exporter that does not sit behind redaction.
+The pipeline is fixed (``otlp_tracer``): TraceQueue -> spans (``tracing.span_plan``) ->
+``otlp_wire`` (redaction, encoding) -> CountingSender -> OTLP/HTTP exporter. Encoded bytes are
+the only thing the sender accepts, and ``otlp_wire`` the only thing that makes them, so there
+is no way to export a span that has not been redacted.
 
-Exports run on the processor's own thread, after the response has been sent: a collector that
-is down or answers 500 costs the request nothing. Each failed export is counted under its
-exception type (``ExportFailures``) and logged once per type with the running count.
+Exports run on the queue's thread, after the response has been sent: a collector that is down
+or answers 500 costs the request nothing. Each failed export, and each trace dropped because
+the queue was full (``QueueFull``), is counted under its type (``ExportFailures``) and logged
+once per type with the running count.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import requests
-from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from rag_contract.observability.redaction import redact
-from rag_contract.observability.tracing import SpanPlan
+from rag_contract.observability.otlp_wire import SPAN_KIND_INTERNAL, SPAN_KIND_SERVER, WireEncoder, WireSpan
+from rag_contract.observability.redaction import client_key
+from rag_contract.observability.request import RequestFacts
+from rag_contract.observability.trace_queue import TraceQueue, TraceRecord
+from rag_contract.observability.tracing import span_plan
 
 logger = logging.getLogger(__name__)
 SERVICE_NAME = "rag-contract"
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+SCOPE = "rag_contract"  # the instrumentation scope every span is reported under
 
 
 class ExportFailures:
@@ -78,145 +80,135 @@ class WitnessSession(requests.Session):
         return response
 
 
-class CountingExporter(SpanExporter):
-    """``inner``, with every failure (a raised exception or a FAILURE result) counted by type."""
+class OtlpBytesExporter(OTLPSpanExporter):
+    """The SDK's OTLP/HTTP exporter (its session, headers, timeout, compression and retries),
+    sending a request already encoded by ``otlp_wire``.
 
-    def __init__(self, inner: SpanExporter, failures: ExportFailures, witness: WitnessSession | None = None):
-        self._inner = inner
+    ``_client`` is the exporter's own HTTP client, which its ``export`` sends through after
+    encoding; the version is pinned (requirements.lock), and the wire tests fail if it moves.
+    """
+
+    def export_encoded(self, payload: bytes) -> bool:
+        """Send ``payload``; True when the collector accepted it."""
+        if self._shutdown:
+            return False
+        return bool(self._client.export(payload).success)
+
+
+class CountingSender:
+    """Sends encoded batches through ``exporter``; every failure (a raised exception or a
+    refused request) is counted by type in ``failures``, never raised."""
+
+    def __init__(self, exporter: OtlpBytesExporter, failures: ExportFailures, witness: WitnessSession | None = None):
+        self._exporter = exporter
         self._failures = failures
         self._witness = witness
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def __call__(self, payload: bytes) -> bool:
         if self._witness is not None:
             self._witness.last_error = None
         try:
-            result = self._inner.export(spans)
-        except Exception as exc:  # noqa: BLE001 - an exporter's bug must not reach the processor thread
+            ok = self._exporter.export_encoded(payload)
+        except Exception as exc:  # noqa: BLE001 - an exporter's bug must not reach the exporting thread
             self._failures.add(type(exc).__name__, str(exc)[:200])
-            return SpanExportResult.FAILURE
-        if result is not SpanExportResult.SUCCESS:
+            return False
+        if not ok:
             cause = self._witness.last_error if self._witness is not None else None
-            self._failures.add(type(cause).__name__ if cause else "ExportFailed", str(cause or result)[:200])
-        return result
+            self._failures.add(type(cause).__name__ if cause else "ExportFailed", str(cause or "export failed")[:200])
+        return ok
 
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis)
+    def close(self) -> None:
+        self._exporter.shutdown()
 
 
-def redacted(span: ReadableSpan, include_text: bool) -> ReadableSpan:
-    """``span`` with only the attributes ``redaction`` allows, no events, links' attributes
-    or status description: the one place where a span's content is cut down for export."""
-    status = Status(span.status.status_code)
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=redact(span.attributes, include_text),
-        events=(),
-        links=tuple(trace.Link(link.context) for link in span.links),
-        kind=span.kind,
-        status=status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
+def wire_spans(record: TraceRecord, salt: bytes, span_id: Callable[[], int]) -> list[WireSpan]:
+    """The spans of one request: a child per stage, then the root (``tracing.span_plan``)."""
+    facts = record.facts
+    plan = span_plan(facts, client_key(facts.client, salt))
+    root = span_id()
+    spans = [
+        WireSpan(record.trace_id, span_id(), root, s.name, SPAN_KIND_INTERNAL, s.start_ns, s.end_ns, s.attributes)
+        for s in plan.stages
+    ]
+    spans.append(
+        WireSpan(
+            record.trace_id,
+            root,
+            0,
+            plan.name,
+            SPAN_KIND_SERVER,
+            plan.start_ns,
+            plan.end_ns,
+            plan.attributes,
+            plan.failed,
+        )  # fmt: skip
     )
+    return spans
 
 
-class RedactingExporter(SpanExporter):
-    """Every span handed to ``inner`` is ``redacted`` first."""
-
-    def __init__(self, inner: SpanExporter, include_text: bool):
-        self._inner = inner
-        self.include_text = include_text
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return self._inner.export([redacted(s, self.include_text) for s in spans])
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self._inner.force_flush(timeout_millis)
+def new_span_id(bits: Callable[[int], int] = random.getrandbits) -> int:
+    while True:
+        sid = bits(64)
+        if sid:
+            return sid
 
 
 class OtelTracer:
-    """Records ``SpanPlan`` values as finished spans; ``close`` exports what is queued and stops.
+    """Records requests for tracing; ``close`` exports what is queued and stops.
 
-    A plan is already finished (its times come from the request's budget), so its spans are
-    built as ``ReadableSpan`` values with fresh ids and handed to the processor, as the SDK's
-    tracer would on ``end``; the tracer's per-span bookkeeping (context, sampling, attribute
-    re-validation) would cost several times the request on the event loop for nothing.
+    On the request path only ``TraceQueue.record`` runs (an id and an append); on the queue's
+    thread each batch becomes spans, is redacted and encoded (``otlp_wire``) and sent through
+    ``send`` (``CountingSender``). That thread shares the interpreter with the event loop, so
+    what it costs is kept small too: no SDK span objects, attributes that repeat encoded once.
     """
 
-    def __init__(self, processor: SpanProcessor, resource: Resource):
-        self._processor = processor
-        self._resource = resource
-        self._scope = InstrumentationScope("rag_contract")
-        self._ids = RandomIdGenerator()
+    def __init__(
+        self,
+        send: Callable[[bytes], bool],
+        encoder: WireEncoder,
+        salt: bytes,
+        failures: ExportFailures,
+        *,
+        close_sender: Callable[[], None] | None = None,
+        **queue: Any,
+    ):
+        self._send = send
+        self._encoder = encoder
+        self._salt = salt
+        self._close_sender = close_sender
+        self.queue = TraceQueue(self._export, failures.add, **queue)  # max_queue, max_batch, delay_s
 
-    def _context(self, trace_id: int) -> SpanContext:
-        return SpanContext(trace_id, self._ids.generate_span_id(), is_remote=False, trace_flags=_SAMPLED)
+    def _export(self, batch: Sequence[TraceRecord]) -> None:
+        spans = [s for r in batch for s in wire_spans(r, self._salt, new_span_id)]
+        self._send(self._encoder.request(spans))
 
-    def record(self, plan: SpanPlan) -> str:
-        """The plan as spans; returns the trace id (32 hex digits) for the access log."""
-        trace_id = self._ids.generate_trace_id()
-        root = self._context(trace_id)
-        for stage in plan.stages:
-            self._processor.on_end(
-                ReadableSpan(
-                    stage.name,
-                    self._context(trace_id),
-                    parent=root,
-                    resource=self._resource,
-                    attributes=stage.attributes,
-                    start_time=stage.start_ns,
-                    end_time=stage.end_ns,
-                    instrumentation_scope=self._scope,
-                )
-            )
-        self._processor.on_end(
-            ReadableSpan(
-                plan.name,
-                root,
-                resource=self._resource,
-                attributes=plan.attributes,
-                kind=SpanKind.SERVER,
-                status=Status(StatusCode.ERROR if plan.failed else StatusCode.UNSET),
-                start_time=plan.start_ns,
-                end_time=plan.end_ns,
-                instrumentation_scope=self._scope,
-            )
-        )
-        return format(trace_id, "032x")
+    def record(self, facts: RequestFacts) -> str | None:
+        """Queue ``facts``' trace; its trace id (32 hex digits) for the access log, None if dropped."""
+        return self.queue.record(facts)
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        return self._processor.force_flush(int(timeout_s * 1000))
+        return self.queue.flush(timeout_s)
 
     def close(self) -> None:
-        self._processor.shutdown()
+        self.queue.close()
+        if self._close_sender is not None:
+            self._close_sender()
 
 
-def tracer_for(
-    exporter: SpanExporter,
-    include_text: bool,
-    failures: ExportFailures,
-    witness: WitnessSession | None = None,
-    resource: Mapping[str, str] | None = None,
+def resource_attributes(extra: Mapping[str, str] | None = None) -> Mapping[str, Any]:
+    """The SDK's resource for this service (its telemetry.sdk.* attributes and the service name)."""
+    return Resource.create({"service.name": SERVICE_NAME, **(extra or {})}).attributes
+
+
+def otlp_tracer(
+    endpoint: str, include_text: bool, timeout_s: float, failures: ExportFailures, salt: bytes, **queue: Any
 ) -> OtelTracer:
-    """The fixed pipeline around ``exporter`` (see the module docstring)."""
-    guarded = CountingExporter(exporter, failures, witness)
-    processor = BatchSpanProcessor(RedactingExporter(guarded, include_text))
-    return OtelTracer(processor, Resource.create({"service.name": SERVICE_NAME, **(resource or {})}))
-
-
-def otlp_tracer(endpoint: str, include_text: bool, timeout_s: float, failures: ExportFailures) -> OtelTracer:
-    """Traces to an OTLP/HTTP collector at ``endpoint`` (protobuf, uncompressed)."""
+    """Traces to an OTLP/HTTP collector at ``endpoint`` (protobuf, uncompressed); the pipeline is
+    fixed: TraceQueue -> spans -> otlp_wire (redaction) -> CountingSender -> OtlpBytesExporter."""
     witness = WitnessSession()
-    exporter = OTLPSpanExporter(
+    exporter = OtlpBytesExporter(
         endpoint=endpoint, timeout=timeout_s, compression=Compression.NoCompression, session=witness
     )
-    return tracer_for(exporter, include_text, failures, witness)
+    encoder = WireEncoder(resource_attributes(), SCOPE, include_text)
+    sender = CountingSender(exporter, failures, witness)
+    return OtelTracer(sender, encoder, salt, failures, close_sender=sender.close, **queue)

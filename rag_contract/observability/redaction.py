@@ -4,7 +4,7 @@ An attribute leaves only if its key is listed: ``METADATA`` always, ``TEXT`` (qu
 and passage text) only when the operator set the text flag. Anything else, including a key
 added later and not listed here, is dropped: a new attribute is private until someone decides
 otherwise. Events (exception messages can quote a question) and status descriptions are dropped
-by the exporter that applies this rule (``otel.RedactingExporter``).
+by the encoder that applies this rule (``otlp_wire``), the one place spans become bytes.
 
 The question leaves as its sha256 digest; the client as a keyed hash (HMAC-SHA256, truncated),
 since a plain digest of an IPv4 address can be reversed by trying them all.

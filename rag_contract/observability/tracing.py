@@ -1,7 +1,7 @@
 """One request as one trace: a root span and one child span per budget stage, as plain values.
 
-``span_plan`` decides what a trace says; ``otel`` turns a plan into OpenTelemetry spans and
-exports them through the redaction rule. The stage spans (retrieval, drafting, grounding,
+``span_plan`` decides what a trace says; ``otel`` builds it on its exporting thread and
+``otlp_wire`` encodes it through the redaction rule. The stage spans (retrieval, drafting, grounding,
 relevance; ``reused`` for a kept fixed answer) carry the budget's own stage times: their
 durations are the ones the response reports, laid end to end from the request's start (the
 core does not record where in the request each began).

@@ -1,0 +1,120 @@
+"""The hand-off from the request path to the thread that exports traces: bounded, and never
+in the request's way.
+
+``TraceQueue.record(facts)`` is all a request pays for its trace: a fresh trace id and one
+append of an immutable ``TraceRecord`` (the values already computed) to a bounded deque. One
+background thread takes records in batches (``max_batch``, or whatever is there after
+``delay_s``) and hands each batch to ``export`` (which builds the spans, redacts, encodes and
+sends them). When the queue is full the record is dropped, counted with ``on_drop`` (the export
+failures, under ``QueueFull``) and the request goes on: its access line then carries no trace id,
+since no trace with that id will exist.
+
+``export`` must not raise (a raise is logged and the batch is lost, not retried); the thread
+stops at ``close``, after exporting what was queued.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rag_contract.observability.request import RequestFacts
+
+logger = logging.getLogger(__name__)
+
+QUEUE_FULL = "QueueFull"
+MAX_QUEUE = 4096  # records (one per request): a few seconds of a busy worker
+MAX_BATCH = 512
+DELAY_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """One request to be traced: its trace id and what the HTTP layer saw."""
+
+    trace_id: int
+    facts: RequestFacts
+
+
+def new_trace_id(bits: Callable[[int], int] = random.getrandbits) -> int:
+    """A random non-zero 128-bit id (zero is the invalid trace id)."""
+    while True:
+        tid = bits(128)
+        if tid:
+            return tid
+
+
+class TraceQueue:
+    """Bounded queue of ``TraceRecord`` values and the one thread that exports them."""
+
+    def __init__(
+        self,
+        export: Callable[[Sequence[TraceRecord]], None],
+        on_drop: Callable[[str, str], None],
+        *,
+        max_queue: int = MAX_QUEUE,
+        max_batch: int = MAX_BATCH,
+        delay_s: float = DELAY_S,
+    ):
+        if not 0 < max_batch <= max_queue:
+            raise ValueError("need 0 < max_batch <= max_queue")
+        self._export = export
+        self._on_drop = on_drop
+        self._max_queue = max_queue
+        self._max_batch = max_batch
+        self._delay_s = delay_s
+        self._queue: collections.deque[TraceRecord] = collections.deque()
+        self._wake = threading.Event()
+        self._export_lock = threading.Lock()  # the worker and flush() never export at once
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="rag-contract-traces", daemon=True)
+        self._thread.start()
+
+    def record(self, facts: RequestFacts) -> str | None:
+        """Queue ``facts`` for export; its trace id (32 hex digits), or None when dropped."""
+        if self._closed or len(self._queue) >= self._max_queue:
+            self._on_drop(QUEUE_FULL, "the trace queue is full; trace dropped")
+            return None
+        trace_id = new_trace_id()
+        self._queue.append(TraceRecord(trace_id, facts))  # deque.append is atomic
+        if len(self._queue) >= self._max_batch:
+            self._wake.set()
+        return format(trace_id, "032x")
+
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def _drain(self, everything: bool) -> None:
+        with self._export_lock:
+            while self._queue and (everything or len(self._queue) >= self._max_batch):
+                batch = [self._queue.popleft() for _ in range(min(self._max_batch, len(self._queue)))]
+                try:
+                    self._export(batch)
+                except Exception:  # noqa: BLE001 - the exporting thread must outlive a bad batch
+                    logger.exception("exporting %d traces failed", len(batch))
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait(self._delay_s)
+            self._wake.clear()
+            self._drain(everything=True)
+        self._drain(everything=True)
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Export everything queued now, on the caller's thread; False once closed."""
+        if self._closed:
+            return False
+        self._drain(everything=True)
+        return True
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop taking records, export what is queued and stop the thread (bounded by ``timeout_s``)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        self._thread.join(timeout_s)
