@@ -392,3 +392,26 @@ def test_a_queued_request_waits_at_most_half_the_deadline(wait_ms, ok):
         "admission.max_queue_wait_ms: a queued request may wait at most half of "
         f"budget.request_deadline_ms (150.0 ms), got {wait_ms} ms"
     )
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "ok"),
+    [
+        ("budget__max_request_ms", 0.5, True),
+        ("budget__max_request_ms", 0, False),
+        ("budget__max_request_ms", -1.0, False),
+        ("admission__max_queue_wait_ms", 0.25, True),
+        ("admission__max_queue_wait_ms", 0.0, False),
+    ],
+)
+def test_a_positive_bar_is_above_zero_and_may_be_below_one(dotted, value, ok):
+    raw = edited(**{dotted: value})
+    if ok:
+        parse_thresholds(raw)
+    else:
+        assert refusal(raw) == f"{dotted.replace('__', '.')}: must be > 0, got {value}"
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_number_that_is_not_finite_is_refused_naming_the_key(value):
+    assert refusal(edited(budget__daily_cap_usd=value)) == f"budget.daily_cap_usd: must be a finite number, got {value!r}"
