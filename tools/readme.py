@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
-from tools import startup
+from tools import injection, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -219,6 +219,10 @@ def startup_table(root: Path) -> str:
     return startup.render(json.loads(path.read_text()))
 
 
+def injection_table(root: Path) -> str:
+    return injection.render(_load(root, injection.REPORT))
+
+
 def stale_example(root: Path) -> str:
     """What index-status says after one byte is appended to a corpus file (manifest updated),
     run for real on a temporary copy of the project."""
@@ -249,6 +253,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "load": load_table,
     "bench": bench_table,
     "startup": startup_table,
+    "injection": injection_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }
