@@ -42,6 +42,7 @@ measure: $(STAMP)
 	$(BIN)/rag-contract eval-answers --quiet
 	$(BIN)/rag-contract agreement > /dev/null
 	$(BIN)/rag-contract thresholds update --allow-loosen
+	$(BIN)/python -m tools.injection
 	$(BIN)/python -m tools.readme
 
 # Mutation testing of the contract's rules (eval/mutation.yaml): writes eval/results/mutation.json,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
-from tools import container, observability_load, startup
+from tools import container, injection, observability_load, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -227,6 +227,10 @@ def container_table(root: Path) -> str:
     return container.render(_load(root, "container.json"))
 
 
+def injection_table(root: Path) -> str:
+    return injection.render(_load(root, injection.REPORT))
+
+
 def stale_example(root: Path) -> str:
     """What index-status says after one byte is appended to a corpus file (manifest updated),
     run for real on a temporary copy of the project."""
@@ -267,6 +271,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "container-run": container_run,
     "container": container_table,
     "observability": observability_table,
+    "injection": injection_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }

@@ -18,7 +18,7 @@ reason                      status  rule
 ``question_empty``          422     nothing visible: whitespace, format characters
                                     (zero-width, BOM), combining marks or blank fillers
 ``question_too_long``       413     more than ``max_chars`` characters (after trimming)
-``prompt_injection``        422     it matches one of ``INJECTION_PATTERNS``
+``prompt_injection``        422     the injection screen (``injection_screen.screen``) matches
 ==========================  ======  =====================================================
 
 ``validate_question(raw, max_chars)`` is the same, starting from the parsed JSON value.
@@ -27,21 +27,22 @@ content type is not JSON is refused without reading it (a cross-origin page can 
 ``text/plain`` without a preflight; it cannot send ``application/json``), and the body is
 read with a ceiling, so an oversized one is never held in memory.
 
-The injection patterns are a tripwire, not a defence: the extractive drafter cannot be
+The injection screen is a tripwire, not a defence: the extractive drafter cannot be
 instructed (it copies sentences from the corpus), and grounding withdraws any claim its
-cited passage does not support, whichever drafter wrote it. What the list buys is that
-text written to steer a model never reaches one, and that the refusal is named. Each
-pattern is narrowed until HTTP questions that merely mention "system", "instructions",
-"act as" or "disregard" pass (``tests/test_app.py`` holds both lists).
+cited passage does not support, whichever drafter wrote it. What the screen buys is that
+text written to steer a model never reaches one, and that the refusal names the pattern.
+It normalises before matching (look-alike letters, digits for letters, separators and
+invisible characters inside words, base64) and is held to ``eval/injection.yaml``: hostile
+phrasings it must catch and HTTP questions using the same words that it must pass.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
-from dataclasses import dataclass
 from typing import Any
+
+from rag_contract.answering.injection_screen import screen
 
 
 class AskRejected(Exception):
@@ -55,76 +56,6 @@ class AskRejected(Exception):
 
     def as_dict(self) -> dict:
         return {"error": "question_rejected", "reason": self.reason, "detail": self.detail}
-
-
-@dataclass(frozen=True)
-class InjectionPattern:
-    name: str
-    regex: str  # matched case-insensitively against the normalised question
-
-
-# Data, not code: each entry names a family of text written to steer a language model.
-INJECTION_PATTERNS: tuple[InjectionPattern, ...] = (
-    InjectionPattern(
-        "ignore_instructions",
-        r"\b(?:ignore|forget|skip|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+|my\s+|these\s+)*"
-        r"(?:previous|prior|above|earlier|preceding|foregoing|system|original)\s+"
-        r"(?:instructions?|prompts?|rules|directions|directives|guidelines|context)\b",
-    ),
-    # "disregard" alone is RFC vocabulary ("a cache MUST disregard ..."): only with an object
-    # that is about the conversation, not the protocol.
-    InjectionPattern(
-        "disregard_instructions",
-        r"\bdisregard\s+(?:all\s+|any\s+|the\s+|your\s+|these\s+)*"
-        r"(?:(?:previous|prior|above|earlier|preceding|foregoing|system|original)\s+\w+"
-        r"|instructions?|prompts?|rules|guidelines|programming)\b",
-    ),
-    InjectionPattern("system_prompt", r"\bsystem[\s_-]*prompts?\b"),
-    InjectionPattern("role_reassignment", r"\byou\s+are\s+now\b|\bfrom\s+now\s+on\s*,?\s+you\b"),
-    # "act as" alone is HTTP vocabulary ("a proxy can act as a tunnel"): only act-as-a-persona.
-    InjectionPattern(
-        "act_as",
-        r"\bact\s+as\s+(?:if\s+you\b|though\s+you\b|(?:an?\s+)?(?:ai|assistant|chatbot|"
-        r"language\s+model|llm|gpt|dan|unrestricted|unfiltered|jailbroken|linux\s+terminal)\b)",
-    ),
-    InjectionPattern("pretend", r"\bpretend\s+(?:to\s+be|you\s+are|that\s+you)\b"),
-    InjectionPattern("script_tag", r"<\s*/?\s*script\b"),
-    InjectionPattern("instruction_block", r"\b(?:begin|end)\s+(?:system\s+)?instructions\b"),
-    InjectionPattern(
-        "chat_markup",
-        r"<\|?\s*(?:im_start|im_end|system|endoftext)\s*\|?>|\[/?inst\]|<<\s*/?sys\s*>>",
-    ),
-    InjectionPattern("new_instructions", r"\bnew\s+instructions\s*:"),
-    InjectionPattern(
-        "reveal_prompt",
-        # "show the prompt" (for credentials) is HTTP; "show your prompt" is not.
-        r"\b(?:reveal|print|show|repeat|output|leak)\s+(?:me\s+)?"
-        r"(?:your\s+(?:\w+\s+)?|the\s+(?:hidden|initial|original|secret|system)\s+)"
-        r"(?:instructions|prompt|rules)\b",
-    ),
-    InjectionPattern("jailbreak_mode", r"\b(?:developer|jailbreak|dan|god)\s+mode\b"),
-)
-
-_COMPILED = tuple((p.name, re.compile(p.regex, re.IGNORECASE)) for p in INJECTION_PATTERNS)
-
-# Invisible characters (zero-width space/joiners, BOM, soft hyphen) are removed before
-# matching, so "ig\u200bnore previous instructions" cannot slip past a word boundary.
-_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))
-
-
-def normalise(text: str) -> str:
-    """What the patterns see: NFKC, invisibles removed, whitespace runs collapsed."""
-    text = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
-    return re.sub(r"\s+", " ", text)
-
-
-def injection_pattern(text: str) -> str | None:
-    """The name of the first pattern ``text`` matches, or None."""
-    seen = normalise(text)
-    for name, rx in _COMPILED:
-        if rx.search(seen):
-            return name
-    return None
 
 
 def max_body_bytes(max_chars: int) -> int:
@@ -185,8 +116,8 @@ def validate_question(raw: Any, max_chars: int) -> str:
         raise AskRejected(
             413, "question_too_long", f'"question" has {len(question)} characters; the limit is {max_chars}'
         )
-    if (name := injection_pattern(question)) is not None:
-        raise AskRejected(422, "prompt_injection", f"the question matches the injection pattern {name!r}")
+    if (hit := screen(question)) is not None:
+        raise AskRejected(422, "prompt_injection", hit.describe())
     return question
 
 

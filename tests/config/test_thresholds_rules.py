@@ -414,4 +414,5 @@ def test_a_positive_bar_is_above_zero_and_may_be_below_one(dotted, value, ok):
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
 def test_a_number_that_is_not_finite_is_refused_naming_the_key(value):
-    assert refusal(edited(budget__daily_cap_usd=value)) == f"budget.daily_cap_usd: must be a finite number, got {value!r}"
+    message = refusal(edited(budget__daily_cap_usd=value))
+    assert message == f"budget.daily_cap_usd: must be a finite number, got {value!r}"
