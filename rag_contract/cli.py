@@ -50,7 +50,6 @@ from rag_contract.web.serving import (
     ServeConfigError,
     build_services,
     embedder_for,
-    extractive_drafter,
     port_from,
     redis_url_from,
     serve,
@@ -163,7 +162,7 @@ def _services(project, index=None):
         registry,
         project.thresholds,
         fixture_drafter=FixtureDrafter(project.paths.drafts),
-        ask_drafter=extractive_drafter(project.thresholds),
+        ask_drafter=ExtractiveDrafter.committed(project.thresholds.drafting),
         embedders=embedders,
         clock=time.perf_counter,
     )
@@ -227,7 +226,9 @@ def cmd_eval_answers(args) -> int:
     if args.questions:
         # A question file of its own: recorded drafts where they exist, drafted otherwise.
         fallback = (
-            live_drafter_for(project, index) if args.drafter == "live" else extractive_drafter(project.thresholds)
+            live_drafter_for(project, index)
+            if args.drafter == "live"
+            else ExtractiveDrafter.committed(project.thresholds.drafting)
         )
         fixture.drafter = RecordedOrDrafted(FixtureDrafter(project.paths.drafts), fallback)
     report = answers_report(fixture, project.questions.questions, index.version)
@@ -318,7 +319,7 @@ def cmd_record_drafts(args) -> int:
     index = load_index(project.paths.index)
     drafter: ExtractiveDrafter | LiveDrafter
     if args.drafter == "extractive":
-        drafter = extractive_drafter(project.thresholds)
+        drafter = ExtractiveDrafter.committed(project.thresholds.drafting)
     else:
         drafter = live_drafter_for(project, index)  # asks the spend ledger before every call
     date = args.date or datetime.date.today().isoformat()

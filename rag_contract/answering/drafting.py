@@ -26,6 +26,7 @@ from typing import Protocol
 
 from rag_contract.answering.evidence import Evidence, PassageText, Query, score_evidence
 from rag_contract.answering.grounding import Claim
+from rag_contract.config.thresholds import DraftingConfig
 from rag_contract.config.unreadable import not_utf8, unreadable
 from rag_contract.corpus.sentences import sentences
 from rag_contract.retrieval.terms import TermWeights
@@ -79,6 +80,11 @@ class ExtractiveDrafter:
     max_claims: int
     lexical_weight: float
     name: str = "extractive"
+
+    @classmethod
+    def committed(cls, drafting: DraftingConfig) -> ExtractiveDrafter:
+        """The drafter as ``eval/thresholds.yaml`` configures it (term weights come with each request's index)."""
+        return cls(drafting.extractive_max_claims, drafting.evidence_lexical_weight)
 
     def draft(
         self,

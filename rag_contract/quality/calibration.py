@@ -150,7 +150,7 @@ def answer_rows(
     service = Service(
         Registry(index),
         thresholds,
-        ExtractiveDrafter(thresholds.drafting.extractive_max_claims, thresholds.drafting.evidence_lexical_weight),
+        ExtractiveDrafter.committed(thresholds.drafting),
         query_vector=query_vector,
     )
     rows = []

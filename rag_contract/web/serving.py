@@ -202,12 +202,6 @@ def loaded_on_demand(
     return get
 
 
-def extractive_drafter(thresholds: Thresholds) -> ExtractiveDrafter:
-    """The free-text drafter as committed (term weights come with each request's index)."""
-    d = thresholds.drafting
-    return ExtractiveDrafter(d.extractive_max_claims, d.evidence_lexical_weight)
-
-
 def build_services(
     registry: Registry,
     thresholds: Thresholds,
@@ -246,7 +240,7 @@ def assemble(
         registry,
         project.thresholds,
         fixture_drafter=FixtureDrafter(project.paths.drafts),
-        ask_drafter=extractive_drafter(project.thresholds),
+        ask_drafter=ExtractiveDrafter.committed(project.thresholds.drafting),
         embedders=embedders,
         clock=clock,
     )

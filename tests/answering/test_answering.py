@@ -215,7 +215,7 @@ def test_committed_drafts_rerecord_byte_for_byte(project, index, tmp_path, root)
     committed = root / "eval" / "fixtures" / "drafts"
     first = read_draft(next(committed.glob("*.json")))
     d = project.thresholds.drafting
-    drafter = ExtractiveDrafter(d.extractive_max_claims, d.evidence_lexical_weight)
+    drafter = ExtractiveDrafter.committed(d)
     write_drafts(draft_all(index, project.thresholds, drafter, project.questions.questions, first.recorded), tmp_path)
     names = sorted(p.name for p in committed.glob("*.json"))
     assert names == sorted(p.name for p in tmp_path.glob("*.json"))

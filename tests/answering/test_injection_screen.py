@@ -200,7 +200,7 @@ def test_the_extractive_drafter_only_quotes_the_corpus_whatever_the_question(pro
     service = Service(
         Registry(index),
         project.thresholds,
-        ExtractiveDrafter(d.extractive_max_claims, d.evidence_lexical_weight),
+        ExtractiveDrafter.committed(d),
         FakeClock(0.0),
         embedded_vector(embedder),
     )

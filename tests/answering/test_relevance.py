@@ -38,7 +38,7 @@ def ask(project, index, embedder):
     service = Service(
         Registry(index),
         project.thresholds,
-        ExtractiveDrafter(d.extractive_max_claims, d.evidence_lexical_weight),
+        ExtractiveDrafter.committed(d),
         FakeClock(0.0),
         embedded_vector(embedder),
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from rag_contract.answering.drafting import Drafter, FixtureDrafter
+from rag_contract.answering.drafting import Drafter, ExtractiveDrafter, FixtureDrafter
 from rag_contract.answering.service import QueryVector, Service, committed_vector
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.local import LocalEmbedder
@@ -29,7 +29,7 @@ from rag_contract.observability.observer import Observer
 from rag_contract.project import Project
 from rag_contract.web.app import create_app
 from rag_contract.web.ratelimit import BucketStore, MemoryStore
-from rag_contract.web.serving import embedded_vector, extractive_drafter
+from rag_contract.web.serving import embedded_vector
 
 Clock = Callable[[], float]
 FROZEN: Clock = lambda: 0.0  # noqa: E731 - a clock that never moves: budgets are all zeros
@@ -80,7 +80,7 @@ def make_app(
         raise ValueError("make_app: pass the embedder, or both query vectors")
     fixture_vector = committed_vector(embedder) if fixture_vector is None else fixture_vector
     ask_vector = embedded_vector(embedder) if ask_vector is None else ask_vector
-    ask_drafter = extractive_drafter(t) if ask_drafter is None else ask_drafter
+    ask_drafter = ExtractiveDrafter.committed(t.drafting) if ask_drafter is None else ask_drafter
     return create_app(
         registry=registry,
         fixture_service=Service(registry, t, fixture_drafter, service_clock, fixture_vector),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from rag_contract.answering.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
+from rag_contract.answering.drafting import Draft, ExtractiveDrafter, FixtureDrafter, prompt_fingerprint, sentences
 from rag_contract.answering.free_text import max_body_bytes, read_question
 from rag_contract.answering.grounding import Claim, check_claim
 from rag_contract.answering.service import Service, committed_vector, consult, stored_vector
@@ -25,7 +25,7 @@ from rag_contract.index.status import Change, IndexStatus
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import prefers_json, section_href, section_id_from_ref
 from rag_contract.web.ratelimit import Allowance, Decision, StoreUnavailable, probe
-from rag_contract.web.serving import app_for_probe, extractive_drafter
+from rag_contract.web.serving import app_for_probe
 from tests.support.apps import FROZEN, fresh_status, generous, make_app
 from tests.support.clocks import jump_clock
 
@@ -100,7 +100,11 @@ def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
     """Extractive drafts for every question, the first answerable one replaced by a partial."""
     directory = tmp_path_factory.mktemp("drafts")
     recorded = draft_all(
-        index, project.thresholds, extractive_drafter(project.thresholds), project.questions.questions, "2026-01-01"
+        index,
+        project.thresholds,
+        ExtractiveDrafter.committed(project.thresholds.drafting),
+        project.questions.questions,
+        "2026-01-01",
     )
     write_drafts(recorded, directory)
     q = project.questions.get(partial_qid)
@@ -379,7 +383,7 @@ def _refusals(max_chars: int) -> list[tuple[str, bytes, int, str]]:
 
 def test_ask_refusals_name_the_reason_and_never_reach_a_drafter(project, index, drafts, embedder):
     max_chars = project.thresholds.ask.max_question_chars
-    spy = SpyDrafter(extractive_drafter(project.thresholds))
+    spy = SpyDrafter(ExtractiveDrafter.committed(project.thresholds.drafting))
     vectors: list[str] = []
 
     def spy_vector(idx, text):

@@ -31,7 +31,7 @@ from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.answering.service import Answer, Service, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import IndexLoadError
-from rag_contract.web.serving import build_served_app, embedded_vector, extractive_drafter
+from rag_contract.web.serving import build_served_app, embedded_vector
 from tests.support.apps import FROZEN, make_app
 
 B_VERSION = "bbbbbbbbbbbb"
@@ -102,7 +102,7 @@ def _answer_into(out: dict, service: Service, question) -> None:
 
 def assert_completes_on_old_version(service_factory: ServiceFactory, index_a, index_b, thresholds, question) -> None:
     """In both windows: the answer reports A although B was installed while it ran."""
-    drafter = ExtractiveDrafter(thresholds.drafting.extractive_max_claims, thresholds.drafting.evidence_lexical_weight)
+    drafter = ExtractiveDrafter.committed(thresholds.drafting)
     for window in ("after acquire, inside query_vector", "mid-draft, inside draft()"):
         gate = Gate()
         registry = Registry(index_a)
@@ -160,7 +160,7 @@ def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
     project, index_a, index_b, question, embedder, live_server
 ):
     draft_gate, vector_gate = Gate(), Gate()
-    drafter = BlockingDrafter(extractive_drafter(project.thresholds), draft_gate)
+    drafter = BlockingDrafter(ExtractiveDrafter.committed(project.thresholds.drafting), draft_gate)
     registry = Registry(index_a)
     app = make_app(
         project,

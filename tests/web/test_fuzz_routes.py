@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.index.registry import Registry
 from rag_contract.project import load_project
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import section_href
-from rag_contract.web.serving import extractive_drafter
 from tests.support import ROOT
 from tests.support.apps import fresh_status, make_app
 
@@ -41,7 +41,9 @@ FUZZ = settings(
 def parts(tmp_path_factory, project, index, embedder):
     drafts = tmp_path_factory.mktemp("drafts")
     t = project.thresholds
-    write_drafts(draft_all(index, t, extractive_drafter(t), project.questions.questions, "2026-01-01"), drafts)
+    write_drafts(
+        draft_all(index, t, ExtractiveDrafter.committed(t.drafting), project.questions.questions, "2026-01-01"), drafts
+    )
     return project, index, embedder, drafts
 
 

@@ -16,12 +16,11 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from starlette.testclient import TestClient
 
-from rag_contract.answering.drafting import Draft, FixtureDrafter, prompt_fingerprint, sentences
+from rag_contract.answering.drafting import Draft, ExtractiveDrafter, FixtureDrafter, prompt_fingerprint, sentences
 from rag_contract.answering.grounding import Claim, check_claim
 from rag_contract.answering.service import consult, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.quality.recording import draft_all, write_drafts
-from rag_contract.web.serving import extractive_drafter
 from tests.support.apps import make_app
 from tests.support.clocks import jump_clock, tick_clock
 
@@ -113,7 +112,10 @@ def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
     """Extractive drafts for every question; one replaced by a draft grounding partly withdraws."""
     directory = tmp_path_factory.mktemp("drafts")
     t = project.thresholds
-    write_drafts(draft_all(index, t, extractive_drafter(t), project.questions.questions, "2026-01-01"), directory)
+    write_drafts(
+        draft_all(index, t, ExtractiveDrafter.committed(t.drafting), project.questions.questions, "2026-01-01"),
+        directory,
+    )
     q = project.questions.get(partial_qid)
     top = consult(index, t, q.question, stored_vector(index, q.question))[0].section_id
     kept = next(
