@@ -536,17 +536,7 @@ async def get_ask_page(request: Request) -> Response:
         asked = question[: web.max_question_chars]
         return _page(web, "ask.html", 503, headers=_retry_after(exc.retry_after_s), asked=asked, error=exc.as_dict())
     note(request, outcome)
-    return _page(
-        web,
-        "question.html",
-        outcome.http_status,
-        outcome.index_version,
-        headers=_retry(web, outcome),
-        a=outcome.as_dict(),
-        state=state_of(outcome),
-        answerable=True,
-        asked=question,
-    )
+    return _outcome_page(web, outcome, answerable=True, asked=question)
 
 
 async def get_section(request: Request) -> Response:
@@ -587,6 +577,21 @@ async def get_index_page(request: Request) -> Response:
     return not_modified_reply or _page(web, "index.html", 200, headers=headers, rows=view.rows, versions=view.versions)
 
 
+def _outcome_page(web: WebState, outcome: Outcome, **context: Any) -> HTMLResponse:
+    """The question page for an answer that is not served from the memo (a free-text answer, or
+    a fixed one that failed), with the retry advice its status carries."""
+    return _page(
+        web,
+        "question.html",
+        outcome.http_status,
+        outcome.index_version,
+        headers=_retry(web, outcome),
+        a=outcome.as_dict(),
+        state=state_of(outcome),
+        **context,
+    )
+
+
 async def get_question_page(request: Request) -> Response:
     web = _web(request)
     qid = request.path_params["qid"]
@@ -597,16 +602,7 @@ async def get_question_page(request: Request) -> Response:
     served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
         note(request, served)
-        return _page(
-            web,
-            "question.html",
-            served.http_status,
-            served.index_version,
-            headers=_retry(web, served),
-            a=served.as_dict(),
-            state=state_of(served),
-            answerable=q.answerable,
-        )
+        return _outcome_page(web, served, answerable=q.answerable)
     answer = served.entity.answer
     note(request, answer, served.budget)
     # Weak, as the answer's: the page shows the budget of the request that rendered it.
