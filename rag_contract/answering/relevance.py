@@ -2,7 +2,7 @@
 
 Grounding says a claim is in its passage; it cannot say the claim answers the question (an answer
 about the Secure attribute is grounded, and no answer about the Partitioned attribute). This check
-is answer-level, deterministic and model-free at request time. Its four features:
+is answer-level, deterministic and model-free at request time. Its five features:
 
 - ``similarity``: the best cosine between the question's vector and the index vector of a kept
   claim's sentence. A claim is matched to the sentences of its cited section whose content words
@@ -12,7 +12,10 @@ is answer-level, deterministic and model-free at request time. Its four features
   the titles of the sections they cite) contain;
 - ``unseen``: the IDF-weighted share of the question's content words the corpus never uses;
 - ``section``: the best cosine between the question's vector and a chunk of a section a kept claim
-  cites (the claim's context: a sentence alone can say too little to look relevant).
+  cites (the claim's context: a sentence alone can say too little to look relevant);
+- ``retrieval``: the best retrieval score among the sections the kept claims cite. In the
+  serving mode ``fused`` that score is itself a fitted logit of "this section is one a reader
+  would cite" (``retrieval.ranking``): how sure retrieval was of what the claims stand on.
 
 One rule needs no fitting: a question that names a protocol element by its shape (a field name
 such as ``Clear-Site-Data``, an attribute or parameter such as ``SameSite`` or ``__Host-``) or
@@ -57,6 +60,7 @@ class Features:
     coverage: float
     unseen: float
     section: float
+    retrieval: float
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -64,6 +68,7 @@ class Features:
             "coverage": self.coverage,
             "unseen": self.unseen,
             "section": self.section,
+            "retrieval": self.retrieval,
         }
 
 
@@ -126,9 +131,16 @@ def addressed_terms(kept: Sequence[Verdict], index: Index) -> set[str]:
 
 
 def features(
-    question: str, query_vector: np.ndarray | None, kept: Sequence[Verdict], index: Index, addressed: set[str]
+    question: str,
+    query_vector: np.ndarray | None,
+    kept: Sequence[Verdict],
+    index: Index,
+    addressed: set[str],
+    scores: Mapping[str, float],
 ) -> Features:
-    """``addressed``: the words the kept claims say (``addressed_terms``), computed once by the caller."""
+    """``addressed``: the words the kept claims say (``addressed_terms``), computed once by the
+    caller; ``scores``: the retrieval score of each retrieved section (a cited section that was
+    not retrieved contributes nothing)."""
     terms = set(content_words(question))
     w = index.weights
     similarity = max((claim_similarity(index, v, query_vector) for v in kept), default=0.0)
@@ -137,7 +149,15 @@ def features(
     if query_vector is not None:
         rows = [i for sid in {v.claim.section_id for v in kept} for i in index.chunks_of(sid)]
         section = float(similarities(index.vectors[rows], query_vector).max()) if rows else 0.0
-    return Features(round(similarity, 6), round(coverage(terms, addressed, w), 6), round(unseen, 6), round(section, 6))
+    cited = [scores[sid] for sid in {v.claim.section_id for v in kept} if sid in scores]
+    retrieval = max(cited) if cited else 0.0
+    return Features(
+        round(similarity, 6),
+        round(coverage(terms, addressed, w), 6),
+        round(unseen, 6),
+        round(section, 6),
+        round(retrieval, 6),
+    )
 
 
 def logit(f: Features, weights: Mapping[str, float]) -> float:
@@ -147,6 +167,7 @@ def logit(f: Features, weights: Mapping[str, float]) -> float:
         + weights["coverage"] * f.coverage
         + weights["unseen"] * f.unseen
         + weights["section"] * f.section
+        + weights["retrieval"] * f.retrieval
     )
 
 
@@ -188,10 +209,16 @@ def verdict_for(score: float, config: RelevanceConfig, unknown: Sequence[str] = 
 
 
 def assess(
-    question: str, query_vector: np.ndarray | None, kept: Sequence[Verdict], index: Index, config: RelevanceConfig
+    question: str,
+    query_vector: np.ndarray | None,
+    kept: Sequence[Verdict],
+    index: Index,
+    config: RelevanceConfig,
+    scores: Mapping[str, float],
 ) -> Relevance:
+    """``scores``: the retrieval score of each retrieved section, by section id."""
     said = addressed_terms(kept, index)
-    f = features(question, query_vector, kept, index, said)
+    f = features(question, query_vector, kept, index, said, scores)
     score = logit(f, config.weights)
     w = index.weights
     # weightiest first; ties in question order, so the reason reads the same every time

@@ -315,7 +315,8 @@ class Service:
             )
         kept = [v for v in verdicts if v.kept]
         with deadline.stage("relevance"):
-            relevance = assess(question, qvec, kept, index, self.thresholds.relevance) if kept else None
+            scores = {p.section_id: p.score for p in passages}
+            relevance = assess(question, qvec, kept, index, self.thresholds.relevance, scores) if kept else None
         return Deliberation(passages, tuple(verdicts), relevance)
 
     def deliberate(self, question: str, question_id: str | None = None) -> Deliberation | None:

@@ -187,7 +187,7 @@ def state_of(row: Row, config: RelevanceConfig) -> str:
 def _features(rows: Sequence[Row]) -> np.ndarray:
     return np.array(
         [
-            [r.features.similarity, r.features.coverage, r.features.unseen, r.features.section]
+            [r.features.similarity, r.features.coverage, r.features.unseen, r.features.section, r.features.retrieval]
             for r in rows
             if r.features
         ]

@@ -15,7 +15,7 @@ GONE = Verdict(Claim("gone", "s#2"), False, "coverage", "coverage 0.50 < floor 0
 
 
 def relevance(verdict: str) -> Relevance:
-    return Relevance(verdict, 0.0, Features(0.0, 0.0, 0.0, 0.0), ("stale-if-error",), (), ())
+    return Relevance(verdict, 0.0, Features(0.0, 0.0, 0.0, 0.0, 0.0), ("stale-if-error",), (), ())
 
 
 @pytest.mark.parametrize(

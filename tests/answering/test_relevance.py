@@ -105,7 +105,9 @@ def test_a_word_the_corpus_uses_is_still_unknown_as_an_element_name(index):
 # --- the rule's arithmetic ---------------------------------------------------------------------
 
 
-CONFIG = RelevanceConfig({"bias": -1.0, "similarity": 2.0, "coverage": 1.0, "unseen": -1.0, "section": 0.5}, 0.5, -0.5)
+CONFIG = RelevanceConfig(
+    {"bias": -1.0, "similarity": 2.0, "coverage": 1.0, "unseen": -1.0, "section": 0.5, "retrieval": 4.0}, 0.5, -0.5
+)
 
 
 @pytest.mark.parametrize(
@@ -121,8 +123,8 @@ def test_an_unknown_element_is_off_topic_whatever_the_score():
 
 
 def test_logit_is_the_weighted_sum():
-    f = Features(similarity=0.5, coverage=0.25, unseen=0.5, section=0.5)
-    assert logit(f, CONFIG.weights) == pytest.approx(-1.0 + 1.0 + 0.25 - 0.5 + 0.25)
+    f = Features(similarity=0.5, coverage=0.25, unseen=0.5, section=0.5, retrieval=0.5)
+    assert logit(f, CONFIG.weights) == pytest.approx(-1.0 + 1.0 + 0.25 - 0.5 + 0.25 + 2.0)
 
 
 def test_decide_joins_grounding_and_relevance():
@@ -148,7 +150,7 @@ def test_a_claim_stands_for_a_sentence_only_when_it_contains_most_of_its_words(i
 def test_the_reason_names_unaddressed_words_and_those_the_corpus_never_uses(project, index):
     q = "How does a cache treat the zorblax directive on a stored response?"
     claim = kept(index.sentences[index.sentences_of("rfc9111#3")[0]].text, "rfc9111#3")
-    r = assess(q, None, [claim], index, CONFIG)
+    r = assess(q, None, [claim], index, CONFIG, {})
     assert "zorblax" in r.unaddressed and r.absent == ("zorblax",)
     assert "the corpus never uses 'zorblax'" in r.reason()
     assert r.as_dict()["reason"] == r.reason()

@@ -52,7 +52,10 @@ SENTENCES = [
 QUERY = np.array([1.0, 0.0])  # every cosine below is its vector's first coordinate
 SENTENCE_VECTORS = np.array([[0.8, 0.6], [0.9, 0.1], [-0.3, 0.9], [-0.2, 0.9]])
 CHUNK_VECTORS = np.array([[0.5, 0.5], [0.7, 0.1], [-0.25, 0.9]])
-CONFIG = RelevanceConfig({"bias": -1.0, "similarity": 2.0, "coverage": 3.0, "unseen": -5.0, "section": 7.0}, 0.5, -0.5)
+CONFIG = RelevanceConfig(
+    {"bias": -1.0, "similarity": 2.0, "coverage": 3.0, "unseen": -5.0, "section": 7.0, "retrieval": 11.0}, 0.5, -0.5
+)
+SCORES = {"rfc1#1": 1.5, "rfc1#2": -0.75}  # retrieval scores of the retrieved sections
 
 
 @pytest.fixture(scope="module")
@@ -110,39 +113,55 @@ def test_each_feature(index):
     assert terms == {"secure", "attribute", "limit", "zorblax"}
     claims = [kept("secure attribute limits"), kept("range header", "rfc1#2")]
     said = addressed_terms(claims, index)
-    f = features(question, QUERY, claims, index, said)
+    f = features(question, QUERY, claims, index, said, SCORES)
     total = sum(w(t) for t in terms)
     assert f == Features(
         similarity=0.8,
         coverage=round((w("secure") + w("attribute") + w("limit")) / total, 6),
         unseen=round(w("zorblax") / total, 6),
         section=0.7,  # the best chunk of a cited section
+        retrieval=1.5,  # the best retrieval score of a cited section
     )
     assert not w.known("zorblax") and w.known("secure")
 
 
 def test_the_section_feature_is_the_best_chunk_even_when_negative(index):
-    f = features("range", QUERY, [kept("range header", "rfc1#2")], index, set())
+    f = features("range", QUERY, [kept("range header", "rfc1#2")], index, set(), SCORES)
     assert f.section == pytest.approx(-0.25)
 
 
 @pytest.mark.parametrize(("claims", "vector"), [([], QUERY), ([kept("x", "rfc1#3")], QUERY), ([kept("x")], None)])
 def test_no_claim_chunk_or_vector_means_no_section_feature(index, claims, vector):
-    f = features("secure", vector, claims, index, set())
+    f = features("secure", vector, claims, index, set(), SCORES)
     assert (f.section, f.similarity) == (0.0, 0.0)
 
 
 def test_features_are_rounded_to_six_places(index):
     v = np.array([0.123456789, 0.0])
-    f = features("secure", v, [kept("secure attribute limits")], index, set())
+    f = features("secure", v, [kept("secure attribute limits")], index, set(), {"rfc1#1": 0.1234567})
     assert f.similarity == round(0.8 * 0.123456789, 6) and f.section == round(0.7 * 0.123456789, 6)
-    thirds = features("secure zorblax", v, [], index, {"secure"})  # weights 1 : 2 (an unseen word weighs double)
+    assert f.retrieval == 0.123457
+    # weights 1 : 2 (an unseen word weighs double)
+    thirds = features("secure zorblax", v, [], index, {"secure"}, SCORES)
     assert (thirds.coverage, thirds.unseen) == (0.333333, 0.666667)
 
 
+@pytest.mark.parametrize(
+    ("claims", "retrieval"),
+    [
+        ([kept(SECURE), kept("range header", "rfc1#2")], 1.5),  # the best cited section
+        ([kept("range header", "rfc1#2")], -0.75),  # negative when that is all there is
+        ([kept("x", "rfc1#3")], 0.0),  # a cited section retrieval never offered counts for nothing
+        ([], 0.0),
+    ],
+)
+def test_the_retrieval_feature_is_the_best_score_of_a_cited_section(index, claims, retrieval):
+    assert features("secure", QUERY, claims, index, set(), SCORES).retrieval == retrieval
+
+
 def test_the_logit_weighs_each_feature_by_its_own_weight():
-    f = Features(similarity=0.5, coverage=0.25, unseen=0.125, section=2.0)
-    assert logit(f, CONFIG.weights) == -1.0 + 2.0 * 0.5 + 3.0 * 0.25 - 5.0 * 0.125 + 7.0 * 2.0
+    f = Features(similarity=0.5, coverage=0.25, unseen=0.125, section=2.0, retrieval=-0.5)
+    assert logit(f, CONFIG.weights) == -1.0 + 2.0 * 0.5 + 3.0 * 0.25 - 5.0 * 0.125 + 7.0 * 2.0 + 11.0 * -0.5
 
 
 @pytest.mark.parametrize(
@@ -182,23 +201,23 @@ def test_an_element_is_named_once_as_first_spelled(index):
 
 def test_assess_names_the_weightiest_unaddressed_words(index):
     question = "Does the range attribute secure lifetime zorblax quuxly?"  # the weightiest words come last
-    r = assess(question, QUERY, [kept("secure attribute limits")], index, CONFIG)
+    r = assess(question, QUERY, [kept("secure attribute limits")], index, CONFIG, SCORES)
     w = index.weights
     order = sorted(dict.fromkeys(content_words(question)), key=lambda t: -w(t))
     said = addressed_terms([kept("secure attribute limits")], index)
     assert r.unaddressed == tuple(t for t in order if t not in said)[:NAMED_TERMS] == ("zorblax", "quuxly", "range")
     assert r.absent == ("zorblax", "quuxly")
-    assert r.features == features(question, QUERY, [kept("secure attribute limits")], index, said)
+    assert r.features == features(question, QUERY, [kept("secure attribute limits")], index, said, SCORES)
     assert r.logit == logit(r.features, CONFIG.weights)
     assert r.verdict == verdict_for(r.logit, CONFIG) and r.unknown == ()
 
 
 def test_assess_is_off_topic_for_an_unknown_element(index):
-    r = assess("What does the Partitioned attribute do?", QUERY, [kept(SECURE)], index, CONFIG)
+    r = assess("What does the Partitioned attribute do?", QUERY, [kept(SECURE)], index, CONFIG, SCORES)
     assert (r.verdict, r.unknown) == (OFF_TOPIC, ("Partitioned",))
 
 
-F = Features(0.123456, 0.5, 0.0, 0.654321)
+F = Features(0.123456, 0.5, 0.0, 0.654321, 1.234567)
 
 
 def test_an_answer_gives_one_reason():
@@ -232,7 +251,7 @@ def test_as_dict_rounds_to_four_places_and_carries_the_reason():
     assert r.as_dict() == {
         "verdict": STOPS_SHORT,
         "logit": 1.2346,
-        "features": {"similarity": 0.1235, "coverage": 0.5, "unseen": 0.0, "section": 0.6543},
+        "features": {"similarity": 0.1235, "coverage": 0.5, "unseen": 0.0, "section": 0.6543, "retrieval": 1.2346},
         "unaddressed": ["a"],
         "absent": ["a"],
         "unknown": [],

@@ -33,10 +33,12 @@ def test_logistic_fit_separates_a_separable_set_and_returns_raw_weights():
 
 
 def row(qid, answerable, sim, cites=False, expected_state=None, all_kept=True, unknown=False) -> Row:
-    return Row(qid, answerable, expected_state, Features(sim, 0.0, 0.0, 0.0), unknown, all_kept, cites)
+    return Row(qid, answerable, expected_state, Features(sim, 0.0, 0.0, 0.0, 0.0), unknown, all_kept, cites)
 
 
-CONFIG = RelevanceConfig({"bias": 0.0, "similarity": 1.0, "coverage": 0.0, "unseen": 0.0, "section": 0.0}, 0.5, 0.2)
+CONFIG = RelevanceConfig(
+    {"bias": 0.0, "similarity": 1.0, "coverage": 0.0, "unseen": 0.0, "section": 0.0, "retrieval": 0.0}, 0.5, 0.2
+)
 
 
 def test_state_of_is_the_service_decision():
