@@ -18,11 +18,14 @@ is answer-level, deterministic and model-free at request time. Its five features
   would cite" (``retrieval.ranking``): how sure retrieval was of what the claims stand on.
 
 One rule needs no fitting: a question that names a protocol element by its shape (a field name
-such as ``Clear-Site-Data``, an attribute or parameter such as ``SameSite`` or ``__Host-``) or
-by the kind of element it calls it ("the Partitioned attribute") that the corpus never contains
-cannot be answered by it, whatever the claims say: quoting the neighbouring elements would
-answer a question nobody asked. Its verdict is ``off_topic``, and the reason names the element.
-Custom ``X-`` fields are an engineer's own context, not a standard's, and are left out.
+such as ``Clear-Site-Data``, an attribute or parameter such as ``SameSite`` or ``__Host-``), by
+the kind of element it calls it ("the Partitioned attribute"), or by setting it
+(``stale-if-error=86400``, ``rel=preload``) that the corpus never contains cannot be answered by
+it, whatever the claims say: quoting the neighbouring elements would answer a question nobody
+asked. Its verdict is ``off_topic``, and the reason names the element. Names an engineer chooses
+are their own context, not a standard's, and are left out: custom ``X-`` fields, a cookie's own
+name (``Set-Cookie: sid=...``, ``Cookie: a=1; b=2``) and parameters of a URI's query or path
+(after ``?``, ``&`` or ``;``).
 
 ``logit = bias + sum(weight x feature)`` with weights in eval/thresholds.yaml (``relevance``),
 fitted with cross-validation by ``rag-contract calibrate``. At or above ``answer_at`` the verdict
@@ -186,6 +189,25 @@ _NAMED_AS = re.compile(
 )
 
 
+# A name set to a value (``stale-if-error=86400``), not inside a URI's query or path parameters
+# (``?a=1&b=2``, ``;v=1``) and not a comparison (``==``).
+_SETTING = re.compile(r"(?<![\w?&;=/.%-])([A-Za-z][\w-]*)=(?!=)")
+# Cookie names are the sender's own: the first pair of a Set-Cookie, every pair of a Cookie header.
+_COOKIE_NAMES = re.compile(r"\bSet-Cookie:\s*([^\s=;,'\"]+)=|\bCookie:\s*((?:[^\s=;,'\"]+=[^;\s'\"]*(?:;\s*)?)+)")
+_PAIR_NAME = re.compile(r"([^\s=;]+)=")
+
+
+def _cookie_names(question: str) -> set[int]:
+    """Where the cookie names the question quotes start."""
+    out: set[int] = set()
+    for m in _COOKIE_NAMES.finditer(question):
+        if m.group(1):
+            out.add(m.start(1))
+        else:
+            out.update(m.start(2) + n.start(1) for n in _PAIR_NAME.finditer(m.group(2)))
+    return out
+
+
 def unknown_elements(question: str, index: Index) -> tuple[str, ...]:
     out: dict[str, str] = {}
     for m in _ELEMENT.finditer(question):
@@ -197,6 +219,11 @@ def unknown_elements(question: str, index: Index) -> tuple[str, ...]:
         # spelled as the question spells it: "partitioned" as a word is no "Partitioned" attribute
         if m.group(1) not in index.spellings:
             out.setdefault(m.group(1).lower(), m.group(1))
+    cookies = _cookie_names(question)
+    for m in _SETTING.finditer(question):
+        key = m.group(1).lower()
+        if m.start(1) not in cookies and key not in index.vocabulary:
+            out.setdefault(key, m.group(1))
     return tuple(out.values())
 
 

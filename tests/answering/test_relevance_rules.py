@@ -189,6 +189,15 @@ def test_the_verdict_at_each_line(score, verdict):
         ("Which Range header fields exist?", ()),
         ("Range header. Zebra header fields?", ()),  # a sentence's first word is not a name
         ("Is a Partitioned cookie Partitioned directive?", ("Partitioned",)),
+        # a name set to a value is an element too
+        ("Does range=1 work, or zz-top=2, or RANGE=3?", ("zz-top",)),
+        ("Does Cache-Control: max-age=60, stale-if-error=86400 help?", ("Cache-Control", "stale-if-error")),
+        ("Set-Cookie: sid=abc; Max-Age=5; Flavour=x", ("Set-Cookie", "Flavour")),  # the cookie's own name is not
+        ("Is Cookie: a_b=1; c_d=2 sent?", ()),  # every pair of a Cookie header is a cookie's own name
+        ("Is /p?utm_x=1&zz=2;v=3 or a%20b=4 normalised?", ()),  # a URI's query and parameters
+        ("Is a==b true?", ()),  # a comparison sets nothing
+        ('Alt-Svc: h3=":443"; ma=86400 means?', ("Alt-Svc", "h3", "ma")),
+        ("Is SameSite=Lax sent?", ("SameSite",)),  # named once, by shape and by setting
     ],
 )
 def test_unknown_elements(index, question, unknown):
