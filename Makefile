@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load startup container clean
+.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load startup probe container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -78,6 +78,12 @@ load: $(STAMP)
 # first /ask; writes eval/results/startup.json, then the README block.
 startup: $(STAMP)
 	$(BIN)/python -m tools.startup
+	$(BIN)/python -m tools.readme
+
+# Every hostile-input, broken-file and overload case of docs/threat-model.md against the real
+# server on loopback (~2 minutes): writes eval/results/probe.json, then the README block.
+probe: $(STAMP)
+	$(BIN)/python -m tools.probe
 	$(BIN)/python -m tools.readme
 
 # Build the image, run it hardened, and record its size and time to first /health

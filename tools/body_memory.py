@@ -1,10 +1,15 @@
 """Peak RSS of ``rag-contract serve`` under oversized ``POST /ask`` bodies (loopback only, bounded).
 
-``python -m tools.body_memory [PORT]`` starts the server on 127.0.0.1:PORT from this checkout,
-answers one question (the model loaded), reads the server's peak RSS (``VmHWM``), then sends
-four parallel 128 MiB bodies declared in ``Content-Length`` and four sent chunked, and reads
-the peak again. It prints how much each client got to send before the server stopped reading,
-the status it answered, and the growth of the peak. At most about 1 GiB crosses loopback.
+Contract:
+- ``oversized_bodies(port, pid)`` reads the server's peak RSS (``VmHWM``), sends four parallel
+  128 MiB bodies declared in ``Content-Length`` and four sent chunked, and reads the peak
+  again. It returns, per body, how much the client got to send before the server stopped
+  reading and the status line it answered, and the growth of the peak. At most about 1 GiB
+  crosses loopback. ``forwarded(i)`` gives body ``i`` an ``X-Forwarded-For`` (a server
+  trusting one proxy hop then sees eight clients, none near its burst).
+- ``python -m tools.body_memory [PORT]`` starts the server on 127.0.0.1:PORT from this
+  checkout, answers one question (the model loaded), runs ``oversized_bodies`` and prints it.
+  ``python -m tools.probe`` runs the same measurement as one case of the probe suite.
 """
 
 from __future__ import annotations
@@ -14,12 +19,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = 128 * 2**20
+PARALLEL = 4
 CHUNK = b"x" * 2**20
 
 
@@ -30,8 +38,10 @@ def peak_rss_mib(pid: int) -> int:
     raise RuntimeError("no VmHWM in /proc status")
 
 
-def send(port: int, declare: bool, results: list) -> None:
+def send(port: int, declare: bool, results: list, forwarded: str | None = None) -> None:
     head = b"POST /ask HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    if forwarded:
+        head += f"X-Forwarded-For: {forwarded}\r\n".encode()
     head += f"Content-Length: {SIZE}\r\n\r\n".encode() if declare else b"Transfer-Encoding: chunked\r\n\r\n"
     sent = 0
     with socket.create_connection(("127.0.0.1", port)) as sock:
@@ -50,6 +60,31 @@ def send(port: int, declare: bool, results: list) -> None:
     results.append(("declared" if declare else "chunked", sent // 2**20, status))
 
 
+def oversized_bodies(port: int, pid: int, forwarded: Callable[[int], str] | None = None) -> dict[str, Any]:
+    """Four parallel declared bodies, then four chunked ones; the peak RSS before and after."""
+    before = peak_rss_mib(pid)
+    results: list = []
+    for n, declare in enumerate((True, False)):
+        threads = [
+            threading.Thread(
+                target=send,
+                args=(port, declare, results, forwarded(n * PARALLEL + i) if forwarded else None),
+            )
+            for i in range(PARALLEL)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    after = peak_rss_mib(pid)
+    return {
+        "bodies": [{"kind": kind, "sent_mib": mib, "status": status} for kind, mib, status in results],
+        "peak_rss_before_mib": before,
+        "peak_rss_after_mib": after,
+        "growth_mib": after - before,
+    }
+
+
 def main(port: int = 18731) -> None:
     argv = [sys.executable, "-m", "rag_contract.cli", "--root", str(ROOT), "serve", "--port", str(port)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -62,18 +97,13 @@ def main(port: int = 18731) -> None:
             except httpx.HTTPError:
                 time.sleep(0.2)
         httpx.post(f"{url}/ask", json={"question": "What is a URI?"}, timeout=10)
-        before = peak_rss_mib(proc.pid)
-        results: list = []
-        for declare in (True, False):
-            threads = [threading.Thread(target=send, args=(port, declare, results)) for _ in range(4)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        after = peak_rss_mib(proc.pid)
-        for kind, mib, status in results:
-            print(f"{kind}: {mib} MiB sent before the server stopped reading; {status}")
-        print(f"peak RSS {before} MiB before, {after} MiB after: growth {after - before} MiB")
+        measured = oversized_bodies(port, proc.pid)
+        for body in measured["bodies"]:
+            print(f"{body['kind']}: {body['sent_mib']} MiB sent before the server stopped reading; {body['status']}")
+        print(
+            f"peak RSS {measured['peak_rss_before_mib']} MiB before, {measured['peak_rss_after_mib']} MiB after: "
+            f"growth {measured['growth_mib']} MiB"
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
-from tools import container, injection, observability_load, startup
+from tools import container, injection, observability_load, probe, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -227,6 +227,13 @@ def container_table(root: Path) -> str:
     return container.render(_load(root, "container.json"))
 
 
+def probe_table(root: Path) -> str:
+    path = Paths(root).result(probe.REPORT)
+    if not path.is_file():
+        return "No probe run is committed yet (`make probe` writes `eval/results/probe.json`).\n"
+    return probe.render(json.loads(path.read_text()))
+
+
 def injection_table(root: Path) -> str:
     return injection.render(_load(root, injection.REPORT))
 
@@ -272,6 +279,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "container": container_table,
     "observability": observability_table,
     "injection": injection_table,
+    "probe": probe_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }

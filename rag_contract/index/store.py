@@ -409,11 +409,11 @@ def load_index(directory: Path) -> Index:
             f"meta.json: version {meta['version']} is not the address of its inputs ({inputs.version})"
         )
     try:
-        sections = [Section(**json.loads(ln)) for ln in data["sections.jsonl"].decode().splitlines()]
-        chunks = [Chunk(**json.loads(ln)) for ln in data["chunks.jsonl"].decode().splitlines()]
-        sentences = [Sentence(**json.loads(ln)) for ln in data["sentences.jsonl"].decode().splitlines()]
+        sections = [Section(**r) for r in _records(data, "sections.jsonl", _SECTION_FIELDS)]
+        chunks = [Chunk(**r) for r in _records(data, "chunks.jsonl", _CHUNK_FIELDS)]
+        sentences = [Sentence(**r) for r in _records(data, "sentences.jsonl", _SENTENCE_FIELDS)]
         q = json.loads(data["questions.json"])
-        qtexts, qfingerprint = q["questions"], q["fingerprint"]
+        qtexts, qfingerprint = (q.get("questions"), q.get("fingerprint")) if isinstance(q, dict) else (None, None)
         if (
             not isinstance(qtexts, list)
             or not all(isinstance(t, str) for t in qtexts)
@@ -439,6 +439,30 @@ def load_index(directory: Path) -> Index:
         qtexts,
         qvectors,
     )
+
+
+# The fields of each JSON-lines file and their types: a line of another shape is refused by
+# name here, not met later as an attribute error while a request is being answered.
+_SECTION_FIELDS: Mapping[str, type] = MappingProxyType({"id": str, "title": str, "text": str})
+_CHUNK_FIELDS: Mapping[str, type] = MappingProxyType({"id": str, "section_id": str, "ordinal": int, "text": str})
+_SENTENCE_FIELDS: Mapping[str, type] = MappingProxyType({"section_id": str, "position": int, "text": str})
+
+
+def _records(data: Mapping[str, bytes], name: str, fields: Mapping[str, type]) -> list[dict]:
+    """Each line of ``data[name]`` as a JSON object holding exactly ``fields``, each of its type."""
+    out = []
+    for n, line in enumerate(data[name].decode().splitlines(), 1):
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{name}: line {n} is not JSON ({exc})") from None
+        if not isinstance(item, dict) or set(item) != set(fields):
+            raise ValueError(f"{name}: line {n} must be an object with exactly the keys {sorted(fields)}")
+        for key, kind in fields.items():
+            if not isinstance(item[key], kind) or isinstance(item[key], bool):
+                raise ValueError(f"{name}: line {n}: {key!r} must be {'a string' if kind is str else 'an integer'}")
+        out.append(item)
+    return out
 
 
 def check_structure(
@@ -478,6 +502,14 @@ def check_structure(
                     split.append(x.section_id)
         if split:
             raise IndexLoadError(f"{what}: the rows of a section must be contiguous; split: {split[:3]}")
+    # drafting quotes a sentence by its position among its section's sentences
+    for i, sentence in enumerate(sentences):
+        first = i == 0 or sentences[i - 1].section_id != sentence.section_id
+        want = 0 if first else sentences[i - 1].position + 1
+        if sentence.position != want:
+            raise IndexLoadError(
+                f"sentences.jsonl: {sentence.section_id} sentence at position {sentence.position}, expected {want}"
+            )
 
 
 def _load_npy(raw: bytes, name: str) -> np.ndarray:
@@ -488,4 +520,8 @@ def _load_npy(raw: bytes, name: str) -> np.ndarray:
         raise IndexLoadError(f"{name}: not a readable .npy array ({exc})") from None
     if a.ndim != 2:
         raise IndexLoadError(f"{name}: expected a 2-d array, got shape {a.shape}")
+    if a.dtype.kind != "f":
+        raise IndexLoadError(f"{name}: values of type {a.dtype}, floating point expected")
+    if not np.isfinite(a).all():
+        raise IndexLoadError(f"{name}: holds a value that is not a finite number")
     return a

@@ -376,3 +376,119 @@ def test_at_most_three_split_sections_are_named(tmp_path):
     )  # fmt: skip
     save_index(index, tmp_path)
     refused(tmp_path, "chunks.jsonl: the rows of a section must be contiguous; split: ['rfc1#0', 'rfc1#1', 'rfc1#2']")
+
+
+# --- found by the loader fuzz (tests/corpus/test_index_fuzz.py): each once reached a request as a crash ---
+
+
+def raw_npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+PARSE = "index files do not parse: "
+ROWS = {
+    "sections.jsonl": [{"id": s.id, "title": s.title, "text": s.text} for s in SECTIONS],
+    "chunks.jsonl": [{"id": c.id, "section_id": c.section_id, "ordinal": c.ordinal, "text": c.text} for c in CHUNKS],
+    "sentences.jsonl": [{"section_id": s.section_id, "position": s.position, "text": s.text} for s in SENTENCES],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value", "rule"),
+    [
+        ("chunks.jsonl", "text", None, "'text' must be a string"),  # the fuzz's find: a 500 on every /ask
+        ("chunks.jsonl", "ordinal", 1.0, "'ordinal' must be an integer"),
+        ("chunks.jsonl", "id", 7, "'id' must be a string"),
+        ("sections.jsonl", "title", ["One"], "'title' must be a string"),
+        ("sections.jsonl", "text", 0, "'text' must be a string"),
+        ("sentences.jsonl", "position", "0", "'position' must be an integer"),
+        ("sentences.jsonl", "position", False, "'position' must be an integer"),
+        ("sentences.jsonl", "section_id", None, "'section_id' must be a string"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_refused_naming_file_line_and_key(saved, name, key, value, rule):
+    rows = [dict(r) for r in ROWS[name]]
+    rows[1][key] = value
+    rehash(saved, name, jsonl(rows))
+    refused(saved, f"{PARSE}{name}: line 2: {rule}")
+
+
+@pytest.mark.parametrize("line", [[], "rfc1#1", {"id": "rfc1#2", "title": "Two"}, None])
+def test_a_line_that_is_not_an_object_of_exactly_the_keys_is_refused(saved, line):
+    rehash(saved, "sections.jsonl", jsonl([ROWS["sections.jsonl"][0]]) + json.dumps(line).encode() + b"\n")
+    refused(saved, f"{PARSE}sections.jsonl: line 2 must be an object with exactly the keys ['id', 'text', 'title']")
+
+
+def test_an_extra_key_is_refused(saved):
+    rehash(saved, "sentences.jsonl", jsonl([ROWS["sentences.jsonl"][0] | {"extra": 1}, ROWS["sentences.jsonl"][1]]))
+    refused(
+        saved,
+        f"{PARSE}sentences.jsonl: line 1 must be an object with exactly the keys ['position', 'section_id', 'text']",
+    )
+
+
+def test_a_line_that_is_not_json_is_named(saved):
+    rehash(saved, "chunks.jsonl", jsonl([ROWS["chunks.jsonl"][0]]) + b"{not json\n")
+    refused(
+        saved,
+        f"{PARSE}chunks.jsonl: line 2 is not JSON "
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
+    )
+
+
+@pytest.mark.parametrize("doc", [[], {}, {"questions": ["What is one?"]}, {"fingerprint": "qfp"}, "qfp"])
+def test_questions_json_of_another_shape_names_its_rule(saved, doc):
+    rehash(saved, "questions.json", json.dumps(doc).encode())
+    refused(saved, f"{PARSE}questions.json must hold a 'fingerprint' string and a 'questions' list of text")
+
+
+@pytest.mark.parametrize("dtype", ["int64", "bool", "complex64", "<U3"])
+def test_vectors_that_are_not_floating_point_are_refused(saved, dtype):
+    rehash(saved, "sentence_vectors.npy", raw_npy(np.ones((2, 3)).astype(dtype)))
+    refused(saved, f"{PARSE}sentence_vectors.npy: values of type {np.dtype(dtype)}, floating point expected")
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_a_vector_value_that_is_not_finite_is_refused(saved, value):
+    a = np.ones((2, 3))
+    a[1, 2] = value
+    rehash(saved, "vectors.npy", raw_npy(a))
+    refused(saved, f"{PARSE}vectors.npy: holds a value that is not a finite number")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_any_floating_point_width_loads(saved, dtype):
+    rehash(saved, "vectors.npy", raw_npy(np.eye(2, 3).astype(dtype)))
+    assert load_index(saved).vectors.dtype == np.float32
+
+
+def three_sentences(saved: Path, positions: tuple[int, int, int]) -> None:
+    owners = ("rfc1#1", "rfc1#1", "rfc1#2")
+    rows = [
+        {"section_id": s, "position": p, "text": f"S{i}."}
+        for i, (s, p) in enumerate(zip(owners, positions, strict=True))
+    ]
+    rehash(saved, "sentences.jsonl", jsonl(rows))
+    rehash(saved, "sentence_vectors.npy", npy(np.ones((3, 3))))
+
+
+def test_sentences_numbered_from_zero_in_each_section_load(saved):
+    three_sentences(saved, (0, 1, 0))
+    assert [s.position for s in load_index(saved).sentences] == [0, 1, 0]
+
+
+@pytest.mark.parametrize(
+    ("positions", "message"),
+    [
+        ((1, 2, 0), "sentences.jsonl: rfc1#1 sentence at position 1, expected 0"),
+        ((0, 2, 0), "sentences.jsonl: rfc1#1 sentence at position 2, expected 1"),
+        ((0, 0, 0), "sentences.jsonl: rfc1#1 sentence at position 0, expected 1"),
+        ((0, 1, 2), "sentences.jsonl: rfc1#2 sentence at position 2, expected 0"),
+        ((0, 1, -1), "sentences.jsonl: rfc1#2 sentence at position -1, expected 0"),
+    ],
+)
+def test_a_sentence_position_out_of_its_sections_order_is_refused(saved, positions, message):
+    three_sentences(saved, positions)
+    refused(saved, message)

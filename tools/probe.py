@@ -1,0 +1,1000 @@
+"""The hostile-input probe: every case of the threat model replayed against the real server.
+
+Contract:
+- ``run(root)`` starts ``rag-contract serve`` (this checkout's package) on 127.0.0.1 from the
+  project at ``root`` and from temporary broken copies of it, and replays each case: hostile
+  requests (oversized bodies declared and chunked, unknown and 70 KB ids, ``text/plain``, a
+  question of invisible characters, a trailing slash under a foreign ``Host``, ``nosniff``,
+  forged ``X-Forwarded-For`` entries, injection phrasings, slow clients), overload (64
+  concurrent ``/ask`` clients; a flood of unique client identities), broken files (an index
+  built by another embedder, hash-consistent but structurally broken index files, a directory
+  in place of a file, non-UTF-8 YAML, a binary corpus file whose manifest hash matches) and
+  bad settings (``PORT=abc``, ``REDIS_URL=notaurl``, ``--root`` naming another project), and
+  traces one start for anything sent beyond loopback (when strace is installed).
+- The main server runs from a copy of the project whose one change is
+  ``rate_limit.trusted_proxy_hops: 1`` (``tools.loadtest.load_tree``), and every probe request
+  carries its own ``X-Forwarded-For``: the limiter runs on every request, and no case is
+  refused for the requests of another (the forged-entry case checks the limiter itself).
+- Every reply is counted by status; every server's output is read for tracebacks. Each case is
+  a row: what was expected, what was observed, whether they agree, and its figures. The report
+  (``eval/results/probe.json``) holds machine-independent metadata, the rows, the totals and
+  the issue's goals (no 500, no traceback, peak RSS growth under four parallel 128 MB bodies,
+  no admitted request abandoned among 64 clients, shed replies under 5 ms with
+  ``Retry-After``, memory bounded under 100 000 identities), each with its value and whether
+  it was met. Timings vary by machine and load: tests hold the report's structure and its
+  arithmetic, not equality with a new run.
+- Loopback only; bounded in count (a fixed list of requests, ``STORM_CLIENTS`` at once, one
+  ``IDENTITY_S`` wrk run) and in time (every wait has a timeout; a run longer than
+  ``TIME_LIMIT_S`` stops with ``ProbeError``); every process started is stopped in a
+  ``finally``.
+- ``render(report)`` is the README's markdown for such a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import hashlib
+import io
+import itertools
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from rag_contract.config.thresholds import load_thresholds
+from rag_contract.index.store import FILES
+from rag_contract.project import Paths, find_root
+from rag_contract.web.ratelimit import Allowance, MemoryStore
+from rag_contract.web.ratelimit.identity import client_identity
+from tests.support.network_trace import STRACE, stray, traced
+from tools import body_memory, injection, loadtest
+
+HOST = "127.0.0.1"  # loopback only, by construction
+MAX_BUCKETS = MemoryStore.MAX_BUCKETS
+REPORT = "probe.json"
+TIME_LIMIT_S = 240.0
+REQUEST_TIMEOUT_S = 20.0
+TRACEBACK = "Traceback (most recent call last)"
+
+GOAL_BODY_RSS_MB = 10.0
+STORM_CLIENTS = 64
+GOAL_SHED_MS = 5.0
+IDENTITIES = 100_000
+BYTES_PER_BUCKET_CEILING = 1_000  # measured ~300 (key, state, expiry, dict slot): a ceiling, not a fit
+IDENTITY_S = 6  # the wrk run that sends one identity per request over HTTP
+REFUSAL_S = 30.0  # a refusal comes before the model or the socket
+SLOW_BOUND_S = 10.0  # the header and body read deadlines serve runs with
+ECHO_MAX = 80  # ids a reply may echo
+LONG_ID = 70_000
+WIDE_EMBEDDER = "openai-text-embedding-3-small"
+WIDE_DIMS = 1536
+MARK_CHARS = 123  # a max_question_chars only the --root copy has
+QUESTION = "What does the no-cache directive of Cache-Control mean?"
+# Environment no server may inherit (another port, store or root, or a key).
+_SCRUBBED_ENV = (*loadtest._SCRUBBED_ENV, "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+class ProbeError(RuntimeError):
+    """The probe could not be carried out (a server that did not start, the time limit)."""
+
+
+# --- values -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int | None  # None: the connection closed with no status line
+    headers: Mapping[str, str]  # lower-cased names
+    body: bytes
+    seconds: float  # from the request's last byte sent to the reply's last byte
+
+    def json(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def error(self) -> str | None:
+        return self.json().get("error")
+
+    def brief(self) -> str:
+        if self.status is None:
+            return "closed, no reply"
+        detail = self.error or self.json().get("reason")
+        return f"{self.status}" + (f" {detail}" if detail else "")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of the report: what the threat model says should happen, and what did."""
+
+    name: str
+    expected: str
+    observed: str
+    passed: bool
+    figures: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "name": self.name,
+            "expected": self.expected,
+            "observed": self.observed,
+            "passed": self.passed,
+        }
+        if self.figures:
+            row["figures"] = dict(self.figures)
+        return row
+
+
+class Tally:
+    """Every status any reply had, from every server (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.statuses: Counter[str] = Counter()
+
+    def add(self, status: int | None, n: int = 1) -> None:
+        with self._lock:
+            self.statuses["none" if status is None else str(status)] += n
+
+
+# --- HTTP over a plain socket -----------------------------------------------------------------
+
+
+def parse_reply(raw: bytes, seconds: float) -> Reply:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    words = lines[0].split()
+    if len(words) < 2 or not words[1].isdigit():
+        return Reply(None, {}, raw, seconds)
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        out, rest = b"", body
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line.split(b";")[0] or b"0", 16)
+            if size == 0:
+                break
+            out, rest = out + rest[:size], rest[size + 2 :]
+        body = out
+    return Reply(int(words[1]), headers, body, seconds)
+
+
+def exchange(
+    port: int, data: bytes, timeout: float = REQUEST_TIMEOUT_S, ready: threading.Barrier | None = None
+) -> Reply:
+    """Send ``data`` (a whole request, ``Connection: close``) and read the reply to its end."""
+    with socket.create_connection((HOST, port), timeout=timeout) as sock:
+        if ready is not None:
+            ready.wait(timeout=timeout)
+        sock.sendall(data)
+        started = time.perf_counter()
+        raw = b""
+        try:
+            while chunk := sock.recv(65536):
+                raw += chunk
+        except (ConnectionResetError, TimeoutError):
+            pass  # what arrived is the reply
+        seconds = time.perf_counter() - started
+    return parse_reply(raw, seconds)
+
+
+def request_bytes(method: str, path: str, headers: Mapping[str, str] | None = None, body: bytes | None = None) -> bytes:
+    fields = {"Host": "127.0.0.1", "Connection": "close", **(headers or {})}
+    lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in fields.items())]
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+
+
+@dataclass
+class Client:
+    """Requests to one server, each counted in ``tally`` and, unless told otherwise, from a
+    client of its own (``X-Forwarded-For`` in 198.18.0.0/15, the benchmarking range)."""
+
+    port: int
+    tally: Tally
+    _next: Iterator[int] = field(default_factory=itertools.count)
+
+    def identity(self) -> str:
+        i = next(self._next)
+        return f"198.{18 + (i >> 16) % 2}.{(i >> 8) & 255}.{i & 255}"
+
+    def prepared(
+        self, method: str, path: str, headers: Mapping[str, str] | None = None, body: bytes | None = None
+    ) -> bytes:
+        return request_bytes(method, path, {"X-Forwarded-For": self.identity(), **(headers or {})}, body)
+
+    def send(self, data: bytes, ready: threading.Barrier | None = None) -> Reply:
+        reply = exchange(self.port, data, ready=ready)
+        self.tally.add(reply.status)
+        return reply
+
+    def get(self, path: str, headers: Mapping[str, str] | None = None) -> Reply:
+        return self.send(self.prepared("GET", path, headers))
+
+    def post_json(self, path: str, payload: Any, content_type: str | None = "application/json") -> Reply:
+        body = json.dumps(payload).encode()
+        return self.send(self.prepared("POST", path, {"Content-Type": content_type} if content_type else {}, body))
+
+
+# --- servers ------------------------------------------------------------------------------
+
+
+def server_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in loadtest.server_env().items() if k not in _SCRUBBED_ENV and not k.endswith("_API_KEY")}
+    return env | dict(extra or {})
+
+
+def serve_argv(root: Path) -> Callable[[int], list[str]]:
+    def argv(port: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "rag_contract.cli",
+            "--root",
+            str(root),
+            "serve",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+        ]
+
+    return argv
+
+
+@dataclass
+class Logs:
+    """Every server output file of the run, read at the end for tracebacks."""
+
+    directory: Path
+    files: list[Path] = field(default_factory=list)
+
+    def new(self, name: str) -> Path:
+        path = self.directory / f"{len(self.files):02d}-{name}.log"
+        self.files.append(path)
+        return path
+
+    def tracebacks(self) -> dict[str, int]:
+        out = {}
+        for path in self.files:
+            text = path.read_text(errors="replace") if path.is_file() else ""
+            out[path.stem] = text.count(TRACEBACK)
+        return out
+
+
+@contextlib.contextmanager
+def served(root: Path, logs: Logs, name: str, cwd: Path | None = None) -> Iterator[tuple[subprocess.Popen, int]]:
+    log = logs.new(name)
+    with loadtest.running_server(serve_argv(root), cwd or root, server_env(), log, 1) as (proc, port):
+        yield proc, port
+
+
+def until_loaded(client: Client, timeout_s: float = 60.0) -> Reply:
+    """``POST /ask`` until the model has loaded (503 ``embedder_loading`` with ``Retry-After`` first)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        r = client.post_json("/ask", {"question": QUESTION})
+        if not (r.status == 503 and r.error == "embedder_loading"):
+            return r
+        time.sleep(float(r.headers.get("retry-after", 1)))
+    raise ProbeError(f"the model did not load within {timeout_s} s")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise ProbeError(f"no VmRSS for pid {pid}")
+
+
+# --- cases on the main server -------------------------------------------------------------
+
+
+def oversized_bodies(client: Client, pid: int) -> Case:
+    m = body_memory.oversized_bodies(client.port, pid, lambda i: f"192.0.2.{100 + i}")
+    statuses = Counter(b["status"].split(" ", 2)[1] if b["status"].startswith("HTTP/") else "none" for b in m["bodies"])
+    for status, n in statuses.items():
+        client.tally.add(int(status) if status.isdigit() else None, n)
+    sent = {kind: max(b["sent_mib"] for b in m["bodies"] if b["kind"] == kind) for kind in ("declared", "chunked")}
+    growth = m["growth_mib"]
+    return Case(
+        "four parallel 128 MiB bodies, declared then chunked",
+        f"413 each; peak RSS grows by at most {GOAL_BODY_RSS_MB:g} MB",
+        f"{dict(statuses)}; peak RSS +{growth} MiB; most sent before the refusal: "
+        f"{sent['declared']} MiB declared, {sent['chunked']} MiB chunked",
+        set(statuses) == {"413"} and growth <= GOAL_BODY_RSS_MB,
+        {"growth_mib": growth, "peak_rss_before_mib": m["peak_rss_before_mib"], "max_sent_mib": sent},
+    )
+
+
+def unknown_ids(client: Client) -> Case:
+    replies = [client.get(p) for p in ("/answer/q9999", "/q/q9999", "/section/rfc9999:1")]
+    return Case(
+        "unknown ids",
+        "404 each",
+        ", ".join(r.brief() for r in replies),
+        all(r.status == 404 for r in replies),
+    )
+
+
+def long_id(client: Client) -> Case:
+    replies = [client.get(f"{p}{'A' * LONG_ID}") for p in ("/answer/", "/q/", "/section/")]
+    sizes = [len(r.body) for r in replies]
+    echoed = any(b"A" * (ECHO_MAX + 1) in r.body for r in replies)
+    return Case(
+        f"a {LONG_ID // 1000} KB id",
+        f"404 or refused at the edge (4xx); a body under 4 KB echoing at most {ECHO_MAX} characters",
+        ", ".join(f"{r.status} ({n} bytes)" for r, n in zip(replies, sizes, strict=True))
+        + ("; echoed" if echoed else "; not echoed"),
+        all(r.status is not None and 400 <= r.status < 500 for r in replies) and max(sizes) < 4096 and not echoed,
+        {"max_body_bytes": max(sizes)},
+    )
+
+
+def content_types(client: Client) -> Case:
+    replies = [
+        client.post_json("/ask", {"question": "What is a URI?"}, "text/plain"),
+        client.post_json("/ask", {"question": "What is a URI?"}, None),
+    ]
+    return Case(
+        "POST /ask as text/plain and with no content type",
+        "415 each",
+        ", ".join(r.brief() for r in replies),
+        all(r.status == 415 for r in replies),
+    )
+
+
+def invisible_question(client: Client) -> Case:
+    r = client.post_json("/ask", {"question": "\u200b\u200d\ufeff\u2060\u00ad"})
+    return Case(
+        "a question of only invisible characters",
+        "422 question_empty",
+        f"{r.status} {r.json().get('reason')}",
+        r.status == 422 and r.json().get("reason") == "question_empty",
+    )
+
+
+def relative_redirect(client: Client) -> Case:
+    r = client.get("/health/", {"Host": "evil.example"})
+    where = r.headers.get("location")
+    return Case(
+        "a trailing slash under a foreign Host header",
+        "307 to the relative path /health",
+        f"{r.status} Location {where!r}",
+        r.status == 307 and where == "/health",
+    )
+
+
+def nosniff(client: Client) -> Case:
+    replies = {p: client.get(p) for p in ("/health", "/answer/q11", "/answer/q9999")}
+    replies["POST /ask"] = client.post_json("/ask", {"question": ""})
+    missing = [p for p, r in replies.items() if r.headers.get("x-content-type-options") != "nosniff"]
+    return Case(
+        "JSON replies say nosniff",
+        "X-Content-Type-Options: nosniff on every JSON reply (200, 404, 422)",
+        "missing on " + ", ".join(missing) if missing else f"present on all {len(replies)}",
+        not missing,
+    )
+
+
+def forged_forwarded_for(client: Client, burst: int) -> Case:
+    # The proxy (one trusted hop) appends the peer it saw; whatever the client wrote before is forged.
+    statuses = []
+    for i in range(2 * burst):
+        r = client.send(request_bytes("GET", "/answer/q11", {"X-Forwarded-For": f"203.0.113.{i}, 192.0.2.77"}))
+        statuses.append(r)
+    refused = [r for r in statuses if r.status == 429]
+    served = sum(1 for r in statuses[:burst] if r.status == 200)
+    with_retry = all("retry-after" in r.headers for r in refused)
+    return Case(
+        "forged X-Forwarded-For entries (a new one per request) before the proxy's",
+        f"one bucket: the first {burst} served, the next {burst} 429 with Retry-After",
+        f"{served} served, {len(refused)} refused" + ("" if with_retry else " (a 429 without Retry-After)"),
+        served == burst and len(refused) == burst and all(r.status == 429 for r in statuses[burst:]) and with_retry,
+    )
+
+
+def injection_phrasings(client: Client, root: Path) -> Case:
+    cases = injection.load_cases(root / injection.CASES)
+    hostile = [client.post_json("/ask", {"question": c.text}) for c in cases.hostile]
+    benign = [client.post_json("/ask", {"question": c.text}) for c in cases.benign]
+    caught = sum(1 for r in hostile if r.status == 422 and r.json().get("reason") == "prompt_injection")
+    refused = sum(1 for r in benign if r.json().get("reason") == "prompt_injection")
+    other = Counter(str(r.status) for r in benign)
+    rate = caught / len(hostile)
+    return Case(
+        "injection phrasings and benign look-alikes (eval/injection.yaml) over HTTP",
+        f"catch rate at least {cases.min_catch_rate:g}; at most {cases.max_false_refusals} benign refused",
+        f"{caught} of {len(hostile)} caught (422 prompt_injection); {refused} of {len(benign)} benign refused; "
+        f"benign replies {dict(sorted(other.items()))}",
+        rate >= cases.min_catch_rate and refused <= cases.max_false_refusals,
+        {"catch_rate": round(rate, 3), "false_refusals": refused},
+    )
+
+
+def slow_headers(port: int) -> tuple[str, float]:
+    """Headers started and never finished: what the server did and when."""
+    started = time.monotonic()
+    with socket.create_connection((HOST, port), timeout=SLOW_BOUND_S + 10) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        try:
+            raw = sock.recv(200)
+        except OSError:
+            raw = b""
+    return (raw.split(b"\r\n", 1)[0].decode("latin-1") or "closed"), time.monotonic() - started
+
+
+def slow_body(port: int) -> tuple[str, float]:
+    """A body declared and never sent."""
+    started = time.monotonic()
+    head = request_bytes("POST", "/ask", {"Content-Type": "application/json", "X-Forwarded-For": "192.0.2.90"})
+    with socket.create_connection((HOST, port), timeout=SLOW_BOUND_S + 10) as sock:
+        sock.sendall(head.replace(b"Connection: close", b"Content-Length: 100"))  # and not a byte of it
+        try:
+            raw = sock.recv(200)
+        except OSError:
+            raw = b""
+    return (raw.split(b"\r\n", 1)[0].decode("latin-1") or "closed"), time.monotonic() - started
+
+
+def slow_clients_case(results: Mapping[str, tuple[str, float]], tally: Tally) -> Case:
+    for line, _ in results.values():
+        words = line.split()
+        tally.add(int(words[1]) if len(words) > 1 and words[1].isdigit() else None)
+    ok = all(
+        (line == "closed" or " 408 " in f"{line} ") and seconds <= SLOW_BOUND_S + 2
+        for line, seconds in results.values()
+    )
+    return Case(
+        "slow clients: headers never finished; a declared body never sent",
+        f"408 or the connection closed within {SLOW_BOUND_S:g} s (+2 s slack)",
+        "; ".join(f"{k}: {line} after {s:.1f} s" for k, (line, s) in results.items()),
+        ok,
+        {k: round(s, 2) for k, (_, s) in results.items()},
+    )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def storm(client: Client, retry_after_s: int) -> Case:
+    """``STORM_CLIENTS`` ``POST /ask`` released at once, each its own client."""
+    data = [
+        client.prepared(
+            "POST", "/ask", {"Content-Type": "application/json"}, json.dumps({"question": QUESTION}).encode()
+        )
+        for _ in range(STORM_CLIENTS)
+    ]
+    barrier = threading.Barrier(STORM_CLIENTS)
+    with ThreadPoolExecutor(STORM_CLIENTS) as pool:
+        replies = list(pool.map(lambda d: client.send(d, barrier), data))
+    answered = [r for r in replies if r.status == 200]
+    shed = [r for r in replies if r.status == 503 and r.error == "overloaded"]
+    abandoned = [r for r in replies if r.status == 503 and r.error == "abandoned"]
+    other = [r.brief() for r in replies if r not in answered and r not in shed and r not in abandoned]
+    ms = [r.seconds * 1000 for r in shed]
+    shed_ms = (
+        {"p50": round(percentile(ms, 0.5), 2), "p99": round(percentile(ms, 0.99), 2), "max": round(max(ms), 2)}
+        if ms
+        else None
+    )
+    with_retry = sum(1 for r in shed if r.headers.get("retry-after") == str(retry_after_s))
+    figures = {
+        "clients": STORM_CLIENTS,
+        "answered": len(answered),
+        "shed": len(shed),
+        "abandoned": len(abandoned),
+        "other": len(other),
+        "shed_ms": shed_ms,
+        "shed_with_retry_after": with_retry,
+        "answered_ms_p50": round(statistics.median(r.seconds * 1000 for r in answered), 1) if answered else None,
+    }
+    return Case(
+        f"{STORM_CLIENTS} concurrent POST /ask",
+        "each answered or shed (503 overloaded, Retry-After); none abandoned",
+        f"{len(answered)} answered, {len(shed)} shed ({with_retry} with Retry-After), {len(abandoned)} abandoned"
+        + (f", other: {other}" if other else ""),
+        not abandoned and not other and with_retry == len(shed),
+        figures,
+    )
+
+
+def identities_http(client: Client, pid: int, workdir: Path) -> Case:
+    """One wrk run, every request its own ``X-Forwarded-For`` (``loadtest.WRK_SCRIPT``)."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        return Case("unique client identities over HTTP", "measured", "not run: wrk is not installed", True)
+    script = workdir / "identities.lua"
+    script.write_text(loadtest.WRK_SCRIPT, encoding="utf-8")
+    before = rss_mb(pid)
+    level = loadtest.run_wrk(wrk, f"http://{HOST}:{client.port}/answer/q11", 16, IDENTITY_S, script, 3)
+    after = rss_mb(pid)
+    for status, n in level.statuses.items():
+        client.tally.add(status, n)
+    return Case(
+        "unique client identities over HTTP (one X-Forwarded-For per request, wrk)",
+        f"every one served; the table holds at most {MAX_BUCKETS} buckets",
+        f"{level.requests} identities in {IDENTITY_S} s, statuses {dict(level.statuses)}; RSS {before:.0f} -> "
+        f"{after:.0f} MB",
+        level.unexpected == 0 and level.socket_errors == 0,
+        {"identities": level.requests, "rss_before_mb": before, "rss_after_mb": after},
+    )
+
+
+def identities_in_process() -> dict[str, Any]:
+    """``IDENTITIES`` distinct clients (each its own IPv6 /64 behind a trusted proxy) into the
+    served store at one instant: how many buckets it holds and the bytes it grew by."""
+    allowance = Allowance(per_minute=60, burst=10, trusted_proxy_hops=2)
+    keys = [
+        client_identity("10.0.0.1", f"2001:db8:{i >> 16:x}:{i & 0xFFFF:x}::1, 10.0.0.2", 2) for i in range(IDENTITIES)
+    ]
+    store = MemoryStore()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for key in keys:
+            store.take((key + " ")[:-1], 0.0, allowance)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    return {
+        "identities": len(set(keys)),
+        "buckets": len(store),
+        "max_buckets": MAX_BUCKETS,
+        "bytes": grown,
+        "ceiling_bytes": MAX_BUCKETS * BYTES_PER_BUCKET_CEILING,
+    }
+
+
+def identities_case(m: Mapping[str, Any]) -> Case:
+    return Case(
+        f"{IDENTITIES} unique identities into the served bucket store (in process)",
+        f"at most {m['max_buckets']} buckets and {m['ceiling_bytes'] / 1e6:g} MB",
+        f"{m['buckets']} buckets, {m['bytes'] / 1e6:.1f} MB",
+        m["buckets"] <= m["max_buckets"] and m["bytes"] <= m["ceiling_bytes"],
+        dict(m),
+    )
+
+
+# --- broken copies ------------------------------------------------------------------------
+
+
+def copy_project(root: Path, dst: Path) -> Path:
+    dst.mkdir(parents=True)
+    for name in ("corpus", "index", "eval"):
+        shutil.copytree(root / name, dst / name)
+    shutil.copy(root / "pyproject.toml", dst / "pyproject.toml")
+    return dst
+
+
+def npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(a, dtype=np.float32), allow_pickle=False)
+    return buf.getvalue()
+
+
+def rehash(index_dir: Path, name: str, data: bytes, **meta_changes: Any) -> None:
+    """Write ``data`` as ``name`` and make meta.json vouch for it: the hash check passes."""
+    (index_dir / name).write_bytes(data)
+    meta = json.loads((index_dir / "meta.json").read_text())
+    meta["files"][name] = hashlib.sha256(data).hexdigest()
+    meta.update(meta_changes)
+    (index_dir / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def _vectors(index_dir: Path, name: str) -> np.ndarray:
+    return np.load(index_dir / name, allow_pickle=False)
+
+
+def _first_chunk_elsewhere(d: Path) -> None:
+    lines = (d / "chunks.jsonl").read_text().splitlines()
+    first = json.loads(lines[0]) | {"section_id": "rfc9999#1"}
+    rehash(d, "chunks.jsonl", ("\n".join([json.dumps(first), *lines[1:]]) + "\n").encode())
+
+
+def _as_directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+BROKEN_INDEX: dict[str, Callable[[Path], None]] = {
+    "sentence vectors cut to 10 dimensions": lambda d: rehash(
+        d, "sentence_vectors.npy", npy(_vectors(d, "sentence_vectors.npy")[:, :10])
+    ),
+    "questions.json as []": lambda d: rehash(d, "questions.json", b"[]"),
+    "questions.json without its fingerprint": lambda d: rehash(
+        d,
+        "questions.json",
+        json.dumps({"questions": json.loads((d / "questions.json").read_text())["questions"]}).encode(),
+    ),
+    "a chunk naming an unknown section": _first_chunk_elsewhere,
+    "index/meta.json a directory": lambda d: _as_directory(d / "meta.json"),
+}
+
+
+def widen(index_dir: Path) -> None:
+    """The index as if built by a 1536-dimension embedder: every vector through a fixed matrix
+    of orthonormal rows (cosines kept), meta.json naming that embedder and its dimensions."""
+    q, _ = np.linalg.qr(np.random.default_rng(7).standard_normal((WIDE_DIMS, 384)))
+    basis = q.T.astype(np.float32)
+    for name in ("vectors.npy", "sentence_vectors.npy", "question_vectors.npy"):
+        rehash(index_dir, name, npy(_vectors(index_dir, name) @ basis))
+    meta = json.loads((index_dir / "meta.json").read_text())
+    meta.update(embedder=WIDE_EMBEDDER, dimensions=WIDE_DIMS)
+    (index_dir / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def served_replies(client: Client) -> dict[str, Reply]:
+    return {
+        "/health": client.get("/health"),
+        "/answer/q11": client.get("/answer/q11"),
+        "/q/q11": client.get("/q/q11"),
+        "POST /ask": client.post_json("/ask", {"question": QUESTION}),
+    }
+
+
+def leaks(replies: Mapping[str, Reply], root: Path) -> bool:
+    return any(str(root).encode() in r.body or b"Errno" in r.body for r in replies.values())
+
+
+def broken_index_case(name: str, copy: Path, logs: Logs, tally: Tally) -> Case:
+    with served(copy, logs, "index") as (_, port):
+        replies = served_replies(Client(port, tally))
+    health = replies["/health"].json()
+    named = str(health.get("load_error") or "")
+    ok = (
+        all(r.status == 503 for r in replies.values())
+        and any(f"{file}:" in named or f"{file} " in named for file in (*FILES, "meta.json"))
+        and not leaks(replies, copy)
+    )
+    return Case(
+        f"index: {name} (hash-consistent)",
+        "/health, /answer, /q and POST /ask all 503; the load error names the file, no path",
+        ", ".join(f"{k} {r.status}" for k, r in replies.items()) + f"; load_error {named!r}",
+        ok,
+    )
+
+
+def wide_index_case(copy: Path, logs: Logs, tally: Tally) -> Case:
+    with served(copy, logs, "wide") as (_, port):
+        client = Client(port, tally)
+        replies = served_replies(client)
+    ask = replies["POST /ask"]
+    return Case(
+        f"index built by {WIDE_EMBEDDER} ({WIDE_DIMS} dimensions), served with no key",
+        "fixed answers served; POST /ask 503 naming that embedder (it cannot embed without its key), not a 500",
+        ", ".join(f"{k} {r.brief()}" for k, r in replies.items()),
+        replies["/answer/q11"].status == 200
+        and ask.status == 503
+        and "openai" in ask.body.decode(errors="replace").lower(),
+    )
+
+
+def other_root_case(copy: Path, elsewhere: Path, logs: Logs, tally: Tally) -> Case:
+    with served(copy, logs, "root", cwd=elsewhere) as (_, port):
+        r = Client(port, tally).post_json("/ask", {"question": "x" * (MARK_CHARS + 1)})
+    detail = str(r.json().get("detail"))
+    return Case(
+        "--root naming another project, run from a directory that is none",
+        f"the other project's limit: 413 'limit is {MARK_CHARS}'",
+        f"{r.status}: {detail[:80]}",
+        r.status == 413 and f"limit is {MARK_CHARS}" in detail,
+    )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A start that must be refused in one line naming ``named``."""
+
+    name: str
+    named: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def _binary_corpus(copy: Path) -> None:
+    target = copy / "corpus" / "rfc8259.txt"
+    old, new = target.read_bytes(), b"\x00\x01\xff binary" * 64
+    target.write_bytes(new)
+    manifest = copy / "corpus" / "manifest.yaml"
+    manifest.write_text(
+        manifest.read_text()
+        .replace(hashlib.sha256(old).hexdigest(), hashlib.sha256(new).hexdigest())
+        .replace(f"bytes: {len(old)}", f"bytes: {len(new)}")
+    )
+
+
+REFUSALS: dict[str, tuple[Refusal, Callable[[Path], None]]] = {
+    "thresholds-dir": (
+        Refusal("eval/thresholds.yaml a directory", "thresholds.yaml: cannot be read"),
+        lambda c: _as_directory(c / "eval" / "thresholds.yaml"),
+    ),
+    "thresholds-utf8": (
+        Refusal("eval/thresholds.yaml not UTF-8", "thresholds.yaml: not UTF-8"),
+        lambda c: (c / "eval" / "thresholds.yaml").write_bytes(b"budget:\n  daily_cap_usd: 1 # caf\xe9\n"),
+    ),
+    "questions-utf8": (
+        Refusal("eval/questions.yaml not UTF-8", "questions.yaml: not UTF-8"),
+        lambda c: (c / "eval" / "questions.yaml").write_bytes(b"\xff\xfe not utf-8\n"),
+    ),
+    "corpus-binary": (
+        Refusal("a binary corpus file whose manifest hash matches", "rfc8259.txt: not UTF-8"),
+        _binary_corpus,
+    ),
+    "port": (Refusal("PORT=abc", "PORT: 'abc' is not a port number", {"PORT": "abc"}), lambda c: None),
+    "redis": (Refusal("REDIS_URL=notaurl", "REDIS_URL: not a redis URL", {"REDIS_URL": "notaurl"}), lambda c: None),
+}
+
+
+def refusal_case(refusal: Refusal, root: Path, logs: Logs) -> Case:
+    log = logs.new("refusal")
+    argv = [sys.executable, "-m", "rag_contract.cli", "--root", str(root), "serve", "--host", HOST]
+    if "PORT" not in refusal.env:
+        argv += ["--port", "0"]  # should it start after all: a free port, never one in use
+    try:
+        out = subprocess.run(argv, env=server_env(refusal.env), capture_output=True, text=True, timeout=REFUSAL_S)
+        code, err = out.returncode, out.stderr
+        log.write_text(out.stdout + out.stderr)
+    except subprocess.TimeoutExpired as exc:
+        code, err = None, exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+        log.write_text(err)
+    lines = err.strip().splitlines()
+    ok = code == 2 and len(lines) == 1 and refusal.named in lines[0] and str(root) not in err
+    if code is None:
+        seen = f"still running after {REFUSAL_S:g} s (stopped)"
+    else:
+        seen = f"exit {code}: {lines[0] if len(lines) == 1 else f'{len(lines)} lines'}"
+    return Case(
+        refusal.name,
+        f"serve refuses to start (exit 2) in one line naming {refusal.named.split(':')[0]}, no path",
+        seen,
+        ok,
+    )
+
+
+def network_case(root: Path, workdir: Path, logs: Logs, tally: Tally) -> Case:
+    """One start under strace: the model loaded, each kind of request asked, then the trace read."""
+    if STRACE is None:
+        return Case("no outbound network", "nothing beyond loopback", "not run: strace is not installed", True)
+    trace = workdir / "strace.log"
+    env = server_env({"HOME": str(workdir / "home")})
+    log = logs.new("strace")
+    with loadtest.running_server(lambda port: traced(serve_argv(root)(port), trace), root, env, log, 1) as (_, port):
+        client = Client(port, tally)
+        until_loaded(client, timeout_s=120)
+        replies = served_replies(client)
+        time.sleep(1.0)  # room for anything the runtime sends in the background
+    text = trace.read_text(errors="replace")
+    found = stray(text)
+    return Case(
+        "no outbound network (serve under strace: connect/sendto/sendmsg and the telemetry store)",
+        "no call beyond loopback, no DNS query, no telemetry store",
+        f"{len(found)} stray calls; replies " + ", ".join(f"{k} {r.status}" for k, r in replies.items()),
+        "openat(" in text and not found,
+        {"stray_calls": len(found)},
+    )
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def _elapsed_check(started: float, limit_s: float, before: str) -> None:
+    if time.monotonic() - started > limit_s:
+        raise ProbeError(f"time limit {limit_s} s reached before {before}")
+
+
+def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[list[Case], dict[str, Any]]:
+    thresholds = load_thresholds(root / "eval" / "thresholds.yaml")
+    tree = loadtest.load_tree(root, tmp / "main")
+    cases: list[Case] = []
+    with served(tree, logs, "main") as (proc, port):
+        client = Client(port, tally)
+        until_loaded(client)
+        slow: dict[str, tuple[str, float]] = {}
+        with ThreadPoolExecutor(2) as pool:
+            waits = {"headers": pool.submit(slow_headers, port), "body": pool.submit(slow_body, port)}
+            cases.append(oversized_bodies(client, proc.pid))
+            cases += [
+                unknown_ids(client),
+                long_id(client),
+                content_types(client),
+                invisible_question(client),
+                relative_redirect(client),
+                nosniff(client),
+                forged_forwarded_for(client, thresholds.rate_limit.max_client_burst),
+                injection_phrasings(client, root),
+            ]
+            slow = {k: f.result(timeout=SLOW_BOUND_S + 30) for k, f in waits.items()}
+        cases.append(slow_clients_case(slow, tally))
+        cases.append(storm(client, thresholds.admission.retry_after_s))
+        cases.append(identities_http(client, proc.pid, tmp))
+    return cases, {"max_client_burst": thresholds.rate_limit.max_client_burst}
+
+
+def run(root: Path, time_limit_s: float = TIME_LIMIT_S) -> dict[str, Any]:
+    root = Path(root).resolve()
+    started = time.monotonic()
+    tally = Tally()
+    cases: list[Case] = []
+    with tempfile.TemporaryDirectory(prefix="ragc-probe-") as tmp_name:
+        tmp = Path(tmp_name)
+        logs = Logs(tmp / "logs")
+        logs.directory.mkdir()
+        main_cases, _ = main_server_cases(root, tmp, logs, tally)
+        cases += main_cases
+        cases.append(identities_case(identities_in_process()))
+        for n, (name, breaker) in enumerate(BROKEN_INDEX.items()):
+            _elapsed_check(started, time_limit_s, name)
+            copy = copy_project(root, tmp / f"index-{n}")
+            breaker(copy / "index")
+            cases.append(broken_index_case(name, copy, logs, tally))
+        _elapsed_check(started, time_limit_s, "the wide index")
+        wide = copy_project(root, tmp / "wide")
+        widen(wide / "index")
+        cases.append(wide_index_case(wide, logs, tally))
+        other = copy_project(root, tmp / "other")
+        data = yaml.safe_load((other / "eval" / "thresholds.yaml").read_text())
+        data["ask"]["max_question_chars"] = MARK_CHARS
+        (other / "eval" / "thresholds.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        (tmp / "elsewhere").mkdir()
+        cases.append(other_root_case(other, tmp / "elsewhere", logs, tally))
+        for key, (refusal, breaker) in REFUSALS.items():
+            _elapsed_check(started, time_limit_s, refusal.name)
+            copy = copy_project(root, tmp / f"refuse-{key}")
+            breaker(copy)
+            cases.append(refusal_case(refusal, copy, logs))
+        _elapsed_check(started, time_limit_s, "the network trace")
+        cases.append(network_case(root, tmp, logs, tally))
+        tracebacks = logs.tracebacks()
+    return report(cases, tally, tracebacks, round(time.monotonic() - started, 1))
+
+
+def _figures(rows: Sequence[Mapping[str, Any]], prefix: str) -> Mapping[str, Any]:
+    return next(r for r in rows if r["name"].startswith(prefix))["figures"]
+
+
+def goals(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> dict[str, Any]:
+    """Each goal of the issue with its value and whether it was met, from the report's rows
+    (``Case.as_dict``) and totals."""
+    body = _figures(rows, "four parallel")["growth_mib"]
+    st = _figures(rows, f"{STORM_CLIENTS} concurrent")
+    memory = _figures(rows, f"{IDENTITIES} unique identities")
+    shed = st["shed_ms"]
+    shed_ok = bool(shed) and shed["max"] < GOAL_SHED_MS and st["shed_with_retry_after"] == st["shed"]
+    return {
+        "status_500": {"target": 0, "value": totals["status_500"], "met": totals["status_500"] == 0},
+        "tracebacks": {"target": 0, "value": totals["tracebacks"], "met": totals["tracebacks"] == 0},
+        "body_rss_growth_mb": {"target": GOAL_BODY_RSS_MB, "value": body, "met": body <= GOAL_BODY_RSS_MB},
+        "abandoned_of_64": {"target": 0, "value": st["abandoned"], "met": st["abandoned"] == 0},
+        "shed_ms_with_retry_after": {
+            "target": GOAL_SHED_MS,
+            "value": {"shed": st["shed"], "with_retry_after": st["shed_with_retry_after"], "ms": shed},
+            "met": shed_ok,
+        },
+        "buckets_after_100k_identities": {
+            "target": {"buckets": memory["max_buckets"], "bytes": memory["ceiling_bytes"]},
+            "value": {"buckets": memory["buckets"], "bytes": memory["bytes"]},
+            "met": memory["buckets"] <= memory["max_buckets"] and memory["bytes"] <= memory["ceiling_bytes"],
+        },
+    }
+
+
+def totals_of(statuses: Mapping[str, int], tracebacks: Mapping[str, int]) -> dict[str, Any]:
+    return {
+        "responses": sum(statuses.values()),
+        "statuses": dict(sorted(statuses.items())),
+        "status_500": statuses.get("500", 0),
+        "tracebacks": sum(tracebacks.values()),
+        "servers": len(tracebacks),
+    }
+
+
+def report(cases: Sequence[Case], tally: Tally, tracebacks: Mapping[str, int], wall_s: float) -> dict[str, Any]:
+    totals = totals_of(tally.statuses, tracebacks)
+    rows = [c.as_dict() for c in cases]
+    return {
+        "meta": {
+            "date": dt.datetime.now(dt.UTC).date().isoformat(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "command": "python -m tools.probe",
+            "wall_s": wall_s,
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            "identities_measured": "in process (the served MemoryStore), and over HTTP for one wrk run",
+        },
+        "cases": rows,
+        "totals": totals,
+        "goals": goals(rows, totals),
+    }
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+def _met(flag: bool) -> str:
+    return "met" if flag else "missed"
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """The README block: the totals and goals, then one row per case."""
+    meta, t, g = report["meta"], report["totals"], report["goals"]
+    shed = g["shed_ms_with_retry_after"]["value"]
+    ms = shed["ms"] or {"p50": None, "p99": None, "max": None}
+    mem = g["buckets_after_100k_identities"]
+    passed = sum(1 for c in report["cases"] if c["passed"])
+    lines = [
+        f"`{meta['command']}`: {meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}, "
+        f"{meta['wall_s']:.0f} s (1-minute load average {meta['load_average_1m']} as it ended); "
+        f"{len(report['cases'])} cases, {passed} as expected; {t['responses']} replies from {t['servers']} "
+        "server starts, loopback only.",
+        "",
+        "| goal | value | met |",
+        "|---|---|---|",
+        f"| no reply with status 500 | {t['status_500']} | {_met(g['status_500']['met'])} |",
+        f"| no traceback in any server's output | {t['tracebacks']} | {_met(g['tracebacks']['met'])} |",
+        f"| peak RSS growth under four parallel 128 MB `/ask` bodies <= {GOAL_BODY_RSS_MB:g} MB "
+        f"| {g['body_rss_growth_mb']['value']} MB | {_met(g['body_rss_growth_mb']['met'])} |",
+        f"| admitted answers abandoned, {STORM_CLIENTS} concurrent `/ask` clients | "
+        f"{g['abandoned_of_64']['value']} | {_met(g['abandoned_of_64']['met'])} |",
+        f"| shed replies under {GOAL_SHED_MS:g} ms, each with `Retry-After` | {shed['shed']} shed, "
+        f"{shed['with_retry_after']} with `Retry-After`; p50 {ms['p50']} ms, p99 {ms['p99']} ms, max {ms['max']} ms "
+        f"| {_met(g['shed_ms_with_retry_after']['met'])} |",
+        f"| bucket table after {IDENTITIES} unique identities (in process) | {mem['value']['buckets']} buckets, "
+        f"{mem['value']['bytes'] / 1e6:.1f} MB (bound {mem['target']['buckets']}, "
+        f"{mem['target']['bytes'] / 1e6:g} MB) | {_met(mem['met'])} |",
+        "",
+        "| case | expected | observed | as expected |",
+        "|---|---|---|---|",
+    ]
+    for c in report["cases"]:
+        observed = c["observed"].replace("|", "\\|")
+        lines.append(f"| {c['name']} | {c['expected']} | {observed} | {'yes' if c['passed'] else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.probe", description=__doc__.split("\n")[0])
+    p.add_argument("--root", help="project directory (default: found from the current directory)")
+    p.add_argument("--no-write", action="store_true", help="print only")
+    args = p.parse_args(argv)
+    root = Path(args.root) if args.root else find_root()
+    try:
+        result = run(root)
+    except (ProbeError, loadtest.LoadError) as exc:
+        print(f"probe: {exc}", file=sys.stderr)
+        return 2
+    if not args.no_write:
+        Paths(root).result(REPORT).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(render(result), end="")
+    failed = [c["name"] for c in result["cases"] if not c["passed"]]
+    if failed:
+        print("not as expected: " + "; ".join(failed), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
