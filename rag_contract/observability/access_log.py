@@ -1,8 +1,9 @@
 """The access log: one JSON line per request, and never what was asked.
 
 A line holds the time (UTC, ISO 8601, ms), method, route template (``/answer/{qid}``: never the
-path, whose id or query string could carry a question), status, state, latency in ms, index
-version and trace id (null when tracing is off). Built from ``RequestFacts`` only, which the
+path, whose id or query string could carry a question), status, state, what refused the request
+before any handler answered it (``RequestFacts.refused``, else null), latency in ms, index version
+and trace id (null when tracing is off). Built from ``RequestFacts`` only, which the
 line reads no text field of: there is no code path from the question to this log.
 """
 
@@ -28,6 +29,7 @@ def access_line(facts: RequestFacts, trace_id: str | None) -> str:
             "route": facts.route,
             "status": facts.status,
             "state": facts.state,
+            "refused": facts.refused,
             "latency_ms": round(facts.latency_s * 1000.0, 3),
             "index_version": facts.index_version,
             "trace_id": trace_id,

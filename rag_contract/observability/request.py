@@ -75,8 +75,8 @@ def observation_of(outcome: object, budget: BudgetReport | None = None) -> Obser
 @dataclass(frozen=True)
 class RequestFacts:
     """One request as the HTTP layer saw it. ``refused`` names a refusal made before any handler
-    ran (``rate_limited``, ``limiter_unavailable``, ``shed``); ``observation`` is None when no
-    handler asked the core anything."""
+    answered (``rate_limited``, ``limiter_unavailable``, ``shed_queue_full``, ``shed_queue_wait``);
+    ``observation`` is None when no handler asked the core anything."""
 
     route: str
     method: str

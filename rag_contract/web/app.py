@@ -510,7 +510,7 @@ async def post_ask(request: Request) -> Response:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
-        mark_shed(request.scope)
+        mark_shed(request.scope, exc.reason)
         return _json(exc.as_dict(), 503, extra=_retry_after(exc.retry_after_s))
     note(request, outcome)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version, _retry(web, outcome))
@@ -532,7 +532,7 @@ async def get_ask_page(request: Request) -> Response:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
-        mark_shed(request.scope)
+        mark_shed(request.scope, exc.reason)
         asked = question[: web.max_question_chars]
         return _page(web, "ask.html", 503, headers=_retry_after(exc.retry_after_s), asked=asked, error=exc.as_dict())
     note(request, outcome)

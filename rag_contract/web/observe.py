@@ -33,9 +33,11 @@ def note(request: Request, outcome: object, budget: BudgetReport | None = None) 
     request.scope.setdefault("state", {})[_OUTCOME] = (outcome, budget)
 
 
-def mark_shed(scope: Scope) -> None:
-    """Called by whatever refuses a request for load (admission control) before responding."""
-    scope.setdefault("state", {})[_SHED] = True
+def mark_shed(scope: Scope, reason: str) -> None:
+    """Called by whatever refuses a request for load (admission control) before responding;
+    ``reason`` is the admission's (``queue_full``: refused at once; ``queue_wait``: refused after
+    waiting its bounded time in the queue)."""
+    scope.setdefault("state", {})[_SHED] = reason
 
 
 def route_of(scope: Scope, routes: Sequence[BaseRoute]) -> str:
@@ -53,7 +55,7 @@ def route_of(scope: Scope, routes: Sequence[BaseRoute]) -> str:
 
 def _refused(scope: Scope, status: int, state: dict) -> str | None:
     if state.get(_SHED):
-        return "shed"
+        return f"shed_{state[_SHED]}"
     if "route" in scope:
         return None
     return {429: "rate_limited", 503: "limiter_unavailable"}.get(status)

@@ -61,7 +61,8 @@ def test_one_access_line_per_request_and_never_the_question(project, index, embe
     lines = o.access_lines()
     assert len(lines) == 3
     rows = [json.loads(line) for line in lines]
-    assert set(rows[0]) == {"time", "method", "route", "status", "state", "latency_ms", "index_version", "trace_id"}
+    fields = {"time", "method", "route", "status", "state", "refused", "latency_ms", "index_version", "trace_id"}
+    assert set(rows[0]) == fields and rows[0]["refused"] is None
     assert [r["route"] for r in rows] == ["/ask", "/ask", "/answer/{qid}"]
     assert rows[0]["state"] == asked["state"] and rows[0]["index_version"] == index.version
     assert rows[0]["trace_id"] is None  # tracing is off

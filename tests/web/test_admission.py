@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 from rag_contract.config.thresholds import AdmissionConfig, ThresholdsError, parse_thresholds, to_plain
 from rag_contract.index.registry import Registry
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
+from rag_contract.web.observe import ObserveMiddleware, mark_shed
 from rag_contract.web.serving import embedded_vector
 from tests.support.apps import fresh_status, generous, make_app
 from tests.support.clocks import jump_clock
@@ -285,3 +286,22 @@ def test_an_abandoned_answer_carries_retry_after(project, index, tmp_path, embed
     ):
         assert r.status_code == 503
         assert r.headers["retry-after"] == str(project.thresholds.admission.retry_after_s)
+
+
+@pytest.mark.parametrize("reason", ["queue_full", "queue_wait"])
+def test_a_shed_request_is_observed_refused_with_the_admissions_reason(reason):
+    seen = []
+
+    class Recorder:
+        def observe(self, facts):
+            seen.append(facts)
+
+    async def shedding(scope, receive, send):
+        mark_shed(scope, reason)
+        await send({"type": "http.response.start", "status": 503, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    client = TestClient(ObserveMiddleware(shedding, Recorder(), (), 0))  # no lifespan: a bare ASGI app
+    assert client.post("/ask").status_code == 503
+    assert client.get("/health").status_code == 503
+    assert [f.refused for f in seen] == [f"shed_{reason}"] * 2

@@ -28,7 +28,10 @@ STORM = {
     "shed": 58,
     "abandoned": 0,
     "other": 0,
-    "shed_ms": {"p50": 1.2, "p99": 3.4, "max": 4.1},
+    "shed_ms": {"p50": 30.5, "p99": 60.0, "max": 61.0},
+    "server_shed_ms": {"p50": 1.2, "p99": 3.4, "max": 4.1},
+    "server_queue_wait_ms": {"p50": 50.5, "p99": 52.0, "max": 52.0},
+    "server_shed_lines": 58,
     "shed_with_retry_after": 58,
     "answered_ms_p50": 80.0,
 }
@@ -55,11 +58,15 @@ def test_the_goals_are_read_from_the_rows_and_each_turns_red():
     assert probe.goals(rows(), totals(tracebacks={"a": 0, "b": 2}))["tracebacks"]["met"] is False
     assert probe.goals(rows(growth=11), totals())["body_rss_growth_mb"]["met"] is False
     assert probe.goals(rows(STORM | {"abandoned": 1}), totals())["abandoned_of_64"]["met"] is False
-    slow = STORM | {"shed_ms": {"p50": 1.0, "p99": 4.0, "max": 5.0}}
+    slow = STORM | {"server_shed_ms": {"p50": 1.0, "p99": 4.0, "max": 5.0}}
     assert probe.goals(rows(slow), totals())["shed_ms_with_retry_after"]["met"] is False
+    unlogged = STORM | {"server_shed_lines": 57}  # a shed reply the server's log does not time
+    assert probe.goals(rows(unlogged), totals())["shed_ms_with_retry_after"]["met"] is False
     bare = STORM | {"shed_with_retry_after": 57}
     assert probe.goals(rows(bare), totals())["shed_ms_with_retry_after"]["met"] is False
-    none_shed = STORM | {"shed": 0, "shed_ms": None, "shed_with_retry_after": 0}
+    none_shed = STORM | {"shed": 0, "shed_ms": None, "server_shed_ms": None, "server_queue_wait_ms": None}
+    none_shed |= {"server_shed_lines": 0}
+    none_shed |= {"shed_with_retry_after": 0}
     assert probe.goals(rows(none_shed), totals())["shed_ms_with_retry_after"]["met"] is False
     big = MEMORY | {"bytes": 50_000_001}
     assert probe.goals(rows(memory=big), totals())["buckets_after_100k_identities"]["met"] is False
@@ -125,7 +132,8 @@ def test_render_shows_every_goal_and_case():
     report["goals"] = probe.goals(report["cases"], report["totals"])
     text = probe.render(report)
     assert "| no reply with status 500 | 0 | met |" in text
-    assert "p50 1.2 ms, p99 3.4 ms, max 4.1 ms | met |" in text
+    shed_row = "p50 1.2 ms, p99 3.4 ms, max 4.1 ms; after waiting in the queue, max 52.0 ms; client, from its send"
+    assert shed_row + ", p50 30.5 ms, max 61.0 ms | met |" in text
     assert "50000 buckets, 16.8 MB (bound 50000, 50 MB) | met |" in text
     assert text.count("| yes |") == 3
 
