@@ -153,14 +153,23 @@ class Connection:
     """One keep-alive connection through ``serve``'s HTTP/1.1 protocol, in memory."""
 
     def __init__(self, app: Any, loop: asyncio.AbstractEventLoop):
-        config = uvicorn.Config(app, proxy_headers=False, server_header=False, log_config=None)
-        config.load()
-        self.protocol = HeaderDeadlineH11Protocol(config=config, server_state=ServerState(), app_state={}, _loop=loop)
+        self.config = uvicorn.Config(app, proxy_headers=False, server_header=False, log_config=None)
+        self.config.load()
+        self.loop = loop
+        self._open()
+
+    def _open(self) -> None:
+        state = ServerState()
+        self.protocol = HeaderDeadlineH11Protocol(config=self.config, server_state=state, app_state={}, _loop=self.loop)
         self.transport = MemoryTransport()
         self.protocol.connection_made(self.transport)
 
     async def get(self, data: bytes) -> bytes:
-        """Send one request, wait until its response is complete; the response's bytes."""
+        """Send one request, wait until its response is complete; the response's bytes. A
+        connection the server closed while idle (keep-alive timeout) is opened again first."""
+        if self.transport.closing:
+            self.protocol.connection_lost(None)
+            self._open()
         self.transport.written.clear()
         self.protocol.data_received(data)
         while self.protocol.cycle is not None and not self.protocol.cycle.response_complete:
