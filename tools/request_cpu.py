@@ -9,8 +9,8 @@ another on one event loop, every request its own client of the rate limiter (a f
 - ``full``: ``rag-contract serve``'s app from the load run's project copy, buckets in memory,
   nothing observed;
 - ``revalidate``: ``full`` with the ``If-None-Match`` of a previous response (a 304);
-- ``observed``: ``full`` with traces exported over OTLP/HTTP to a sink on loopback inside this
-  tool and metrics in multiprocess mode, as ``tools.observability_load`` turns them on.
+- ``observed``: ``full`` with traces exported over OTLP/HTTP to a sink on loopback (in a process
+  of its own) and metrics in multiprocess mode, as ``tools.observability_load`` turns them on.
 
 Each case is measured at two layers: ``asgi``, the app's ASGI callable alone, and ``http``, the
 request as bytes through uvicorn's HTTP/1.1 protocol (the one ``serve`` runs) over a transport in
@@ -20,9 +20,9 @@ itself) costs every case alike, per response.
 
 Printed per case and layer: the median over R rounds (interleaved) of the CPU microseconds a
 request costs, on the event loop's thread plus, with traces on, the thread that builds, encodes
-and sends the spans (it shares the interpreter with the loop). The sink's threads are not
-counted. Thread CPU time, not wall time: other work on a shared machine hardly enters it, so two
-runs agree within a few percent where wrk runs on a busy machine do not.
+and sends the spans (it shares the interpreter with the loop); the sink runs in another process
+and is not counted. Thread CPU time, not wall time: other work on a shared machine hardly
+enters it, so two runs agree within a few percent where wrk runs on a busy machine do not.
 
 ``--profile CASE`` prints cProfile's top functions for one case at the ``http`` layer instead (the
 loop's thread only).
@@ -38,6 +38,7 @@ import logging
 import os
 import pstats
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -222,13 +223,47 @@ class Case:
 
 
 @contextmanager
+def sink_process() -> Iterator[str]:
+    """``tools.observability_load``'s trace sink, in a process of its own (as in the wrk runs: its
+    threads would otherwise share this interpreter with the app); yields its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.request_cpu", "--sink"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=loadtest.server_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http://"):
+            raise RuntimeError("the trace sink did not start")
+        yield url
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the sink stops when its stdin closes
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def serve_sink() -> None:
+    """Run the trace sink until stdin closes, its URL printed first."""
+    with observability_load.trace_sink() as (url, _):
+        print(url, flush=True)
+        sys.stdin.read()
+
+
+@contextmanager
 def cases(root: Path, loop: asyncio.AbstractEventLoop) -> Iterator[dict[str, Case]]:
     """Every case's app, built as the load runs build theirs; torn down on exit."""
     quiet_access_log()
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ragc-cpu-")))
         tree = loadtest.load_tree(root, tmp / "project")
-        url, _ = stack.enter_context(observability_load.trace_sink())
+        url = stack.enter_context(sink_process())
         full = build_served_app(tree, rate_store=MemoryStore(), rate_clock=time.monotonic)
         (tmp / "metrics").mkdir()
         os.environ[MULTIPROC_ENV] = str(tmp / "metrics")  # what ``serve`` sets before metrics load
@@ -328,7 +363,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, help="requests per round, case and layer")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
     p.add_argument("--profile", choices=CASES, help="print cProfile's top functions for one case instead")
+    p.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)  # the trace sink's own process
     args = p.parse_args(argv)
+    if args.sink:
+        serve_sink()
+        return 0
     if args.requests < 1 or args.rounds < 1:
         p.error("--requests and --rounds must be positive")
     root = Path(args.root) if args.root else find_root()
