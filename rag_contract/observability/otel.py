@@ -31,7 +31,7 @@ from rag_contract.observability.otlp_wire import SPAN_KIND_INTERNAL, SPAN_KIND_S
 from rag_contract.observability.redaction import client_key
 from rag_contract.observability.request import RequestFacts
 from rag_contract.observability.trace_queue import TraceQueue, TraceRecord
-from rag_contract.observability.tracing import span_plan
+from rag_contract.observability.tracing import SharedLayers, span_plan
 
 logger = logging.getLogger(__name__)
 SERVICE_NAME = "rag-contract"
@@ -121,10 +121,12 @@ class CountingSender:
         self._exporter.shutdown()
 
 
-def wire_spans(record: TraceRecord, salt: bytes, span_id: Callable[[], int]) -> list[WireSpan]:
+def wire_spans(
+    record: TraceRecord, salt: bytes, span_id: Callable[[], int], layers: SharedLayers | None = None
+) -> list[WireSpan]:
     """The spans of one request: a child per stage, then the root (``tracing.span_plan``)."""
     facts = record.facts
-    plan = span_plan(facts, client_key(facts.client, salt))
+    plan = span_plan(facts, client_key(facts.client, salt), layers)
     root = span_id()
     spans = [
         WireSpan(record.trace_id, span_id(), root, s.name, SPAN_KIND_INTERNAL, s.start_ns, s.end_ns, s.attributes)
@@ -176,10 +178,11 @@ class OtelTracer:
         self._encoder = encoder
         self._salt = salt
         self._close_sender = close_sender
+        self._layers = SharedLayers()  # used on the exporting thread only (exports never overlap)
         self.queue = TraceQueue(self._export, failures.add, **queue)  # max_queue, max_batch, delay_s
 
     def _export(self, batch: Sequence[TraceRecord]) -> None:
-        spans = [s for r in batch for s in wire_spans(r, self._salt, new_span_id)]
+        spans = [s for r in batch for s in wire_spans(r, self._salt, new_span_id, self._layers)]
         self._send(self._encoder.request(spans))
 
     def record(self, facts: RequestFacts) -> str | None:

@@ -11,13 +11,14 @@ unset or error status.
 Written by hand because the SDK's encoder builds a protobuf object per attribute value, which
 cost several times the request itself; here each attribute that repeats across requests (route,
 state, index version, passage ids: most of them) is encoded once and reused (``WireEncoder``,
-its memo bounded).
+its memo bounded), and a span whose attributes come as ``Attributes`` has its shared layer
+redacted and encoded once for every span that shares it.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,28 @@ _INT64 = (1 << 64) - 1
 _D = struct.Struct("<d")
 _Q = struct.Struct("<Q")
 _I = struct.Struct("<I")
+
+
+class Attributes(Mapping[str, Any]):
+    """A span's attributes in two layers with no key in both: ``shared``, one mapping object that
+    every span saying the same thing reuses (so the encoder may keep it encoded, by identity), and
+    ``own``, what this span alone says. Iterated shared first, then own."""
+
+    __slots__ = ("shared", "own")
+
+    def __init__(self, shared: Mapping[str, Any], own: Mapping[str, Any]):
+        self.shared = shared
+        self.own = own
+
+    def __getitem__(self, key: str) -> Any:
+        return self.own[key] if key in self.own else self.shared[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.shared
+        yield from self.own
+
+    def __len__(self) -> int:
+        return len(self.shared) + len(self.own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +129,9 @@ class WireEncoder:
         self._resource = field(b"\x0a", resource_bytes)
         self._scope = field(b"\x0a", field(b"\x0a", scope.encode("utf-8")))
         self._memo: dict[tuple[str, type, Any], bytes] = {}
+        # id(shared layer) -> (that layer, its attributes redacted and encoded): the entry holds
+        # the layer, so the id is not reused while it is remembered.
+        self._blocks: dict[int, tuple[Mapping[str, Any], bytes]] = {}
 
     def _attribute(self, key: str, value: Any) -> bytes:
         if key in VARYING:
@@ -125,6 +151,17 @@ class WireEncoder:
             except (TypeError, UnicodeEncodeError):
                 continue  # as the SDK does with a value it cannot encode: that attribute is left out
 
+    def _encoded_attributes(self, attributes: Mapping[str, Any]) -> Iterable[bytes]:
+        if not isinstance(attributes, Attributes):
+            return self._attributes(attributes)
+        shared = attributes.shared
+        hit = self._blocks.get(id(shared))
+        if hit is None or hit[0] is not shared:
+            if len(self._blocks) >= MEMO_LIMIT:
+                self._blocks.clear()
+            hit = self._blocks[id(shared)] = (shared, b"".join(self._attributes(shared)))
+        return [hit[1], *self._attributes(attributes.own)]
+
     def span(self, s: WireSpan) -> bytes:
         parts = [b"\x0a\x10", s.trace_id.to_bytes(16, "big"), b"\x12\x08", s.span_id.to_bytes(8, "big")]
         if s.parent_id:
@@ -135,7 +172,7 @@ class WireEncoder:
             b"\x39" + _Q.pack(s.start_ns),
             b"\x41" + _Q.pack(s.end_ns),
         ]
-        parts += self._attributes(s.attributes)
+        parts += self._encoded_attributes(s.attributes)
         parts.append(b"\x7a\x02\x18" + varint(STATUS_ERROR) if s.failed else b"\x7a\x00")
         parts.append(b"\x85\x01" + _I.pack(FLAGS_HAS_IS_REMOTE))
         return b"".join(parts)

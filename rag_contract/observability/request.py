@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from rag_contract.answering.deadline import BudgetReport
 from rag_contract.answering.service import Abandoned, Answer
@@ -45,22 +46,38 @@ def _budget(budget: BudgetReport) -> dict:
     }
 
 
+# The budget aside, an Answer's observation depends on the Answer alone, and a kept fixed answer
+# is the same Answer object on every request that serves it: its parts are taken once.
+_PARTS_LIMIT = 256
+_parts_memo: dict[int, tuple[Answer, dict[str, Any]]] = {}
+
+
+def _answer_parts(answer: Answer) -> dict[str, Any]:
+    hit = _parts_memo.get(id(answer))
+    if hit is not None and hit[0] is answer:  # the entry holds the answer, so its id is not reused
+        return hit[1]
+    parts = {
+        "state": answer.state.value,
+        "index_version": answer.index_version,
+        "question": answer.question,
+        "drafter": answer.drafter,
+        "kept": tuple(v.claim.text for v in answer.kept),
+        "withdrawn": tuple(v.claim.text for v in answer.withdrawn),
+        "withdrawn_rules": tuple(v.rule or "" for v in answer.withdrawn),
+        "passage_ids": tuple(p.section_id for p in answer.passages),
+        "passage_titles": tuple(p.title for p in answer.passages),
+    }
+    if len(_parts_memo) >= _PARTS_LIMIT:
+        _parts_memo.clear()
+    _parts_memo[id(answer)] = (answer, parts)
+    return parts
+
+
 def observation_of(outcome: object, budget: BudgetReport | None = None) -> Observation:
     """An ``Answer`` (with the budget this request reports, when it differs from the answer's own),
     an ``Abandoned``, or any other outcome that names its error in ``as_dict()["error"]``."""
     if isinstance(outcome, Answer):
-        return Observation(
-            state=outcome.state.value,
-            index_version=outcome.index_version,
-            question=outcome.question,
-            drafter=outcome.drafter,
-            kept=tuple(v.claim.text for v in outcome.kept),
-            withdrawn=tuple(v.claim.text for v in outcome.withdrawn),
-            withdrawn_rules=tuple(v.rule or "" for v in outcome.withdrawn),
-            passage_ids=tuple(p.section_id for p in outcome.passages),
-            passage_titles=tuple(p.title for p in outcome.passages),
-            **_budget(budget or outcome.budget),
-        )
+        return Observation(**_answer_parts(outcome), **_budget(budget or outcome.budget))
     if isinstance(outcome, Abandoned):
         return Observation(ABANDONED, outcome.index_version, outcome.question, **_budget(outcome.budget))
     as_dict = getattr(outcome, "as_dict", None)

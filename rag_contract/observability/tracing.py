@@ -12,11 +12,13 @@ the process is decided at export, in one place (``redaction``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from rag_contract.observability import redaction
+from rag_contract.observability.otlp_wire import Attributes
 from rag_contract.observability.request import RequestFacts
 
 _NS_PER_MS = 1_000_000
@@ -40,20 +42,37 @@ class SpanPlan:
     failed: bool  # a 5xx: the span's status is ERROR (with no description)
 
 
-def span_plan(facts: RequestFacts, client_key: str) -> SpanPlan:
-    """The trace of ``facts``; ``client_key`` is the already hashed client identity."""
-    start = facts.started_ns
-    end = start + int(facts.latency_s * 1e9)
+MEMO_LIMIT = 4096
+
+
+class SharedLayers:
+    """The shared layers of root spans, one object per distinct content (bounded): requests that
+    say the same thing (one route, status and kept answer) share one, which the encoder keeps
+    encoded. Used by one thread at a time (the exporting one)."""
+
+    def __init__(self, limit: int = MEMO_LIMIT):
+        self._limit = limit
+        self._layers: dict[tuple, Mapping[str, Any]] = {}
+
+    def get(self, key: tuple, build: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any]:
+        layer = self._layers.get(key)
+        if layer is None:
+            if len(self._layers) >= self._limit:
+                self._layers.clear()
+            layer = self._layers[key] = MappingProxyType(build())
+        return layer
+
+
+def _shared(facts: RequestFacts) -> dict[str, Any]:
+    """What the root span says that does not change from one request to the next of its kind."""
     attrs: dict[str, Any] = {
         "http.request.method": facts.method,
         "http.route": facts.route,
         "http.response.status_code": facts.status,
         "rag.state": facts.state,
-        "rag.client.key": client_key,
     }
     if facts.refused:
         attrs["rag.refused"] = facts.refused
-    stages: list[StageSpan] = []
     o = facts.observation
     if o is not None:
         attrs.update(
@@ -71,12 +90,36 @@ def span_plan(facts: RequestFacts, client_key: str) -> SpanPlan:
             "rag.index_version": o.index_version,
             "rag.drafter": o.drafter,
             "rag.budget.deadline_ms": o.deadline_ms,
-            "rag.budget.spent_ms": o.spent_ms,
             redaction.CLAIMS_TEXT: list(o.kept) or None,
             redaction.WITHDRAWN_TEXT: list(o.withdrawn) or None,
             redaction.PASSAGE_TITLES: list(o.passage_titles) or None,
         }
         attrs.update({k: v for k, v in optional.items() if v is not None})
+    return attrs
+
+
+def _shared_key(facts: RequestFacts) -> tuple:
+    o = facts.observation
+    head = (facts.method, facts.route, facts.status, facts.state, facts.refused)
+    if o is None:
+        return head
+    return (*head, o.question, o.index_version, o.drafter, o.deadline_ms, o.kept, o.withdrawn, o.withdrawn_rules,
+            o.passage_ids, o.passage_titles)  # fmt: skip
+
+
+def span_plan(facts: RequestFacts, client_key: str, layers: SharedLayers | None = None) -> SpanPlan:
+    """The trace of ``facts``; ``client_key`` is the already hashed client identity. The root's
+    attributes are ``Attributes``: the shared layer from ``layers`` (built afresh without it),
+    the client key and the time spent in its own."""
+    start = facts.started_ns
+    end = start + int(facts.latency_s * 1e9)
+    shared = layers.get(_shared_key(facts), lambda: _shared(facts)) if layers is not None else _shared(facts)
+    own: dict[str, Any] = {"rag.client.key": client_key}
+    stages: list[StageSpan] = []
+    o = facts.observation
+    if o is not None:
+        if o.spent_ms is not None:
+            own["rag.budget.spent_ms"] = o.spent_ms
         at = start
         for name, ms in o.stages_ms.items():
             stage_end = at + int(ms * _NS_PER_MS)
@@ -84,5 +127,10 @@ def span_plan(facts: RequestFacts, client_key: str) -> SpanPlan:
             at = stage_end
     name = f"{facts.method} {facts.route}"
     return SpanPlan(
-        name, start, max(end, stages[-1].end_ns if stages else end), attrs, tuple(stages), facts.status >= 500
+        name,
+        start,
+        max(end, stages[-1].end_ns if stages else end),
+        Attributes(shared, own),
+        tuple(stages),
+        facts.status >= 500,
     )

@@ -358,6 +358,38 @@ def _validated(request: Request, tag: str, version: str | None, extra: Mapping[s
     return headers, None
 
 
+_NOSNIFF = (b"x-content-type-options", b"nosniff")
+_JSON_TYPE = (b"content-type", b"application/json")
+
+
+class RawResponse(Response):
+    """A response whose header fields are given as ASGI pairs (lower-case names, in order),
+    sent as they are: no rendering, no fields added."""
+
+    def __init__(self, body: bytes, status_code: int, raw_headers: list[tuple[bytes, bytes]]):
+        self.status_code = status_code
+        self.body = body
+        self.background = None
+        self.raw_headers = raw_headers
+
+
+def _validator_fields(version: str | None, tag: str) -> list[tuple[bytes, bytes]]:
+    """``_headers(version, {"ETag": tag})`` as ASGI pairs."""
+    fields = [(b"cache-control", CACHE_CONTROL.encode())]
+    if version:
+        fields.append((VERSION_HEADER.lower().encode(), version.encode("latin-1")))
+    fields.append((b"etag", tag.encode("latin-1")))
+    return fields
+
+
+def _first_field(scope: Mapping[str, Any], name: bytes) -> str | None:
+    """The first value of header field ``name`` (lower-case), as ``request.headers.get`` reads it."""
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
 def presentation_fingerprint(templates: Path, max_question_chars: int) -> str:
     """What every page depends on besides its data: the templates, this module (filters,
     headers, the shape of every JSON body) and the question box's limit."""
@@ -481,13 +513,16 @@ async def get_answer(request: Request) -> Response:
     if not isinstance(served, Served):
         note(request, served)
         return _json(served.as_dict(), served.http_status, served.index_version, _retry(web, served))
-    answer = served.entity.answer
-    note(request, answer, served.budget)
-    headers, not_modified_reply = _validated(request, served.entity.etag, answer.index_version)
-    if not_modified_reply:
-        return not_modified_reply
-    body = served.entity.body(served.budget)
-    return Response(body, answer.http_status, headers={**_JSON_HEADERS, **headers}, media_type="application/json")
+    entity = served.entity
+    note(request, entity.answer, served.budget)
+    # The fields _validated and _json would give, in their order, written as ASGI pairs at once:
+    # this route is the one that serves a kept answer per request.
+    fields = _validator_fields(entity.answer.index_version, entity.etag)
+    if not_modified(_first_field(request.scope, b"if-none-match"), entity.etag):
+        return RawResponse(b"", 304, fields)
+    body = entity.body(served.budget)
+    length = (b"content-length", str(len(body)).encode())
+    return RawResponse(body, entity.answer.http_status, [_NOSNIFF, *fields, length, _JSON_TYPE])
 
 
 async def post_ask(request: Request) -> Response:

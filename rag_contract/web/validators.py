@@ -77,6 +77,8 @@ def not_modified(if_none_match: str | None, current: str) -> bool:
     """True when ``If-None-Match`` evaluates false for the current tag (answer 304)."""
     if if_none_match is None:
         return False
+    if if_none_match == current:
+        return True  # the tag as it was sent, alone: what a revalidating client nearly always sends
     if if_none_match.strip() == "*":
         return True  # a current representation exists: the caller only asks with one
     tags = listed_tags(if_none_match)

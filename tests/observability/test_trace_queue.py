@@ -3,8 +3,10 @@ for the same spans, and a full queue drops the trace, counts it, and leaves the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
+from types import MappingProxyType
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
@@ -22,9 +24,11 @@ from rag_contract.observability.otel import (
     OtlpBytesExporter,
     resource_attributes,
 )
-from rag_contract.observability.otlp_wire import SPAN_KIND_SERVER, WireEncoder, WireSpan
+from rag_contract.observability.otlp_wire import SPAN_KIND_SERVER, Attributes, WireEncoder, WireSpan
+from rag_contract.observability.request import Observation, RequestFacts
 from rag_contract.observability.settings import Settings
 from rag_contract.observability.trace_queue import QUEUE_FULL
+from rag_contract.observability.tracing import SharedLayers, span_plan
 from tests.observability.apps import observed_app
 from tests.observability.collector import collector
 
@@ -78,6 +82,29 @@ def test_the_encoded_request_is_what_the_sdk_encoder_writes():
         assert (b"304 mean" in expected) == include_text and b"never listed" not in expected
 
 
+def test_spans_sharing_a_layer_encode_as_the_sdk_writes_each_of_them():
+    """The shared layer is redacted and encoded once; every span still says what the SDK would."""
+    varying = {"rag.client.key", "rag.budget.spent_ms"}
+    shared = {k: v for k, v in ROOT_ATTRIBUTES.items() if k not in varying}
+    spans = [
+        WireSpan(1 << 100, i + 1, 0, "GET /answer/{qid}", SPAN_KIND_SERVER, 10**18, 10**18 + i, attrs)
+        for i, attrs in enumerate(
+            [
+                Attributes(shared, {"rag.client.key": "aaaa", "rag.budget.spent_ms": 0.5}),
+                Attributes(shared, {"rag.client.key": "bbbb", "rag.private": "never listed"}),
+                Attributes({**shared, "rag.claims.kept": 4}, {"rag.client.key": "cccc"}),
+            ]
+        )
+    ]
+    assert dict(spans[0].attributes) == {**shared, "rag.client.key": "aaaa", "rag.budget.spent_ms": 0.5}
+    for include_text in (False, True):
+        encoder = WireEncoder(resource_attributes(), SCOPE, include_text)
+        expected = encode_spans([sdk_span(s, include_text) for s in spans]).SerializeToString()
+        assert encoder.request(spans) == expected
+        assert encoder.request(spans) == expected
+        assert (b"304 mean" in expected) == include_text and b"never listed" not in expected
+
+
 def test_a_full_queue_drops_the_trace_counts_it_and_the_request_is_unaffected(project, index, embedder):
     gate = threading.Event()
     with collector() as c:
@@ -107,3 +134,17 @@ def test_a_full_queue_drops_the_trace_counts_it_and_the_request_is_unaffected(pr
     traced = [json.loads(line)["trace_id"] for line in o.access_lines()]
     assert traced.count(None) == dropped  # a dropped trace's id is not logged: no trace has it
     assert len([s for s in c.spans() if not s.parent_span_id]) == 6 - dropped
+
+
+def test_requests_of_one_kind_share_one_layer_and_say_what_a_fresh_plan_says():
+    o = Observation("grounded", "v1", "What is 304?", "fixture", MappingProxyType({"reused": 0.01}), 150.0, 0.01)
+    one = RequestFacts("/answer/{qid}", "GET", 200, 0.001, 10**18, "10.0.0.1", o)
+    two = dataclasses.replace(one, client="10.0.0.2", latency_s=0.002)
+    failed = dataclasses.replace(one, status=503)
+    layers = SharedLayers()
+    plans = [span_plan(f, f.client, layers) for f in (one, two, failed)]
+    shared = [p.attributes.shared for p in plans if isinstance(p.attributes, Attributes)]
+    assert len(shared) == 3 and shared[0] is shared[1] and shared[2] is not shared[0]
+    for f, plan in zip((one, two, failed), plans, strict=True):
+        assert dict(plan.attributes) == dict(span_plan(f, f.client).attributes)
+        assert plan.attributes["rag.client.key"] == f.client

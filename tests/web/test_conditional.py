@@ -9,13 +9,18 @@ frozen rate clock and a generous allowance unless a test is about the limiter.
 from __future__ import annotations
 
 import dataclasses
+import math
+from types import MappingProxyType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from rag_contract.answering.deadline import BudgetReport
 from rag_contract.answering.drafting import FixtureDrafter
 from rag_contract.index.registry import Registry
-from rag_contract.web.fixed_answers import REUSED
+from rag_contract.web.fixed_answers import REUSED, budget_json, encode
 from rag_contract.web.validators import CACHE_CONTROL, entity_tag, listed_tags, not_modified, weak_match
 from tests.support.apps import generous, make_app
 from tests.support.clocks import tick_clock
@@ -107,6 +112,39 @@ def test_if_none_match_is_false_on_a_weak_match_or_star_and_absent_means_no_cond
 
 
 # --- GET /answer/{id} ---------------------------------------------------------------------------
+
+_MS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**20), 10**20))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MS, _MS, st.dictionaries(st.text(max_size=12), _MS, max_size=4))
+def test_a_reused_answers_budget_is_the_json_the_body_always_had(deadline, spent, stages):
+    """The budget member is written directly; its bytes are ``json.dumps``'s, or it refuses as that does."""
+    budget = BudgetReport(deadline, spent, MappingProxyType(stages))
+    numbers = [deadline, spent, *stages.values()]
+    if all(isinstance(n, int) or math.isfinite(n) for n in numbers):
+        assert budget_json(budget) == encode(budget.as_dict())
+    else:
+        with pytest.raises(ValueError):
+            encode(budget.as_dict())
+        with pytest.raises(ValueError):
+            budget_json(budget)
+
+
+def test_an_answer_and_its_304_carry_their_fields_in_the_order_every_json_route_writes_them(client):
+    r = client.get(f"/answer/{QID}")
+    names = [k.decode() for k, _ in r.headers.raw]
+    assert names == [
+        "x-content-type-options",
+        "cache-control",
+        "x-index-version",
+        "etag",
+        "content-length",
+        "content-type",
+    ]
+    assert r.headers["content-type"] == "application/json" and int(r.headers["content-length"]) == len(r.content)
+    r304 = client.get(f"/answer/{QID}", headers={"if-none-match": r.headers["etag"]})
+    assert [k.decode() for k, _ in r304.headers.raw] == ["cache-control", "x-index-version", "etag"]
 
 
 def test_an_answer_carries_a_weak_tag_no_cache_and_the_version(client, index):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import subprocess
 import sys
@@ -312,9 +313,39 @@ def test_client_identity(peer, forwarded_for, hops, expected):
         ("[fe80::1%" + "a" * (MAX_ADDRESS_CHARS - 16) + "]:65535", "fe80::/64"),  # exactly at the bound
         ("[2001:db8::2]:8", "2001:db8::/64"),  # a one-digit port
         ("1.2.3.4%eth0", None),  # a zone belongs to IPv6 only
+        # Dotted quads: the canonical spelling is its own key; any other is no address at all.
+        ("0.0.0.0", "0.0.0.0"),
+        ("255.255.255.255", "255.255.255.255"),
+        ("249.250.199.100", "249.250.199.100"),
+        ("01.2.3.4", None),
+        ("1.2.3.00", None),
+        ("256.1.1.1", None),
+        ("1.2.3.4.", None),
+        ("1.2.3", None),
+        ("1.2.3.\u0663", None),  # a digit, but not an ASCII one
+        (" 10.1.2.3 ", "10.1.2.3"),
     ],
 )
 def test_address_key(text, expected):
+    assert address_key(text) == expected
+
+
+_OCTETS = st.one_of(
+    st.integers(0, 300).map(str),
+    st.from_regex(r"0[0-9]{1,2}", fullmatch=True),
+    st.text("0123456789\u0663 +", max_size=4),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_OCTETS, min_size=3, max_size=5))
+def test_a_dotted_quad_is_keyed_as_ipaddress_spells_it(octets):
+    # The key of an IPv4 address is ipaddress's canonical spelling, however it was found.
+    text = ".".join(octets)
+    try:
+        expected: str | None = str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        expected = None
     assert address_key(text) == expected
 
 
