@@ -10,7 +10,7 @@ another on one event loop, every request its own client of the rate limiter (a f
   nothing observed;
 - ``revalidate``: ``full`` with the ``If-None-Match`` of a previous response (a 304);
 - ``observed``: ``full`` with traces exported over OTLP/HTTP to a sink on loopback (in a process
-  of its own) and metrics in multiprocess mode, as ``tools.observability_load`` turns them on.
+  of its own) and metrics (one worker: in memory), as ``tools.observability_load`` turns them on.
 
 Each case is measured at two layers: ``asgi``, the app's ASGI callable alone, and ``http``, the
 request as bytes through uvicorn's HTTP/1.1 protocol (the one ``serve`` runs) over a transport in
@@ -53,10 +53,11 @@ import uvicorn
 from uvicorn.logging import AccessFormatter
 from uvicorn.server import ServerState
 
+from rag_contract.observability.metrics import own_registry
 from rag_contract.observability.settings import Settings
 from rag_contract.project import find_root
 from rag_contract.web.ratelimit import MemoryStore
-from rag_contract.web.serving import MULTIPROC_ENV, build_served_app
+from rag_contract.web.serving import build_served_app
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 from tools import loadtest, observability_load
 
@@ -265,11 +266,14 @@ def cases(root: Path, loop: asyncio.AbstractEventLoop) -> Iterator[dict[str, Cas
         tree = loadtest.load_tree(root, tmp / "project")
         url = stack.enter_context(sink_process())
         full = build_served_app(tree, rate_store=MemoryStore(), rate_clock=time.monotonic)
-        (tmp / "metrics").mkdir()
-        os.environ[MULTIPROC_ENV] = str(tmp / "metrics")  # what ``serve`` sets before metrics load
-        stack.callback(os.environ.pop, MULTIPROC_ENV, None)
         settings = Settings(traces_endpoint=url, metrics_port=0)
-        observed = build_served_app(tree, rate_store=MemoryStore(), rate_clock=time.monotonic, observability=settings)
+        observed = build_served_app(  # one worker: metrics in its own registry, as ``serve`` keeps them
+            tree,
+            rate_store=MemoryStore(),
+            rate_clock=time.monotonic,
+            observability=settings,
+            metrics_registry=own_registry(),
+        )
         observer = observed.state.observer
         stack.callback(observer.close)
         bare = loadtest.bare_app()

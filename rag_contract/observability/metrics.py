@@ -2,10 +2,12 @@
 when a metrics port is configured (``observer``).
 
 Labels are bounded: routes are templates (``/answer/{qid}``, never an id), states are the
-answer states or error names, stages the budget's. With several workers every process writes
-its values under ``PROMETHEUS_MULTIPROC_DIR`` and ``serve_metrics`` (run by the process that
-owns the workers) adds them up (prometheus_client's multiprocess mode); that directory must
-be set before this module is imported, which ``serve`` does.
+answer states or error names, stages the budget's. One worker keeps its values in memory and
+serves its own registry. With several workers every process writes its values under
+``PROMETHEUS_MULTIPROC_DIR`` and ``serve_metrics`` (run by the process that owns the workers)
+adds them up (prometheus_client's multiprocess mode); that directory must be set before this
+module is imported, which ``serve`` does. Multiprocess values are files written on every
+increment, several times the cost of an in-memory one: a single worker does not pay it.
 
 The served index version is a gauge set to 1 under its version label (an Info metric has no
 multiprocess form); it is 0 under a version the process no longer serves.
@@ -108,8 +110,17 @@ class Metrics:
         self.export_failures.labels(error_type).inc()
 
 
-def serve_metrics(host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
-    """Serve every process's metrics (the multiprocess directory) on ``host:port``, in a thread."""
-    registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+def own_registry() -> CollectorRegistry:
+    """A registry for one process's metrics, kept in memory."""
+    return CollectorRegistry()
+
+
+def serve_metrics(
+    host: str, port: int, registry: CollectorRegistry | None = None
+) -> tuple[WSGIServer, threading.Thread]:
+    """Serve ``registry`` (one process's own), or with None every process's metrics (the
+    multiprocess directory), on ``host:port``, in a thread."""
+    if registry is None:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
     return start_http_server(port, addr=host, registry=registry)

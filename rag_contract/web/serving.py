@@ -265,9 +265,9 @@ def served_version(registry: Registry) -> Callable[[], str | None]:
     return version
 
 
-def served_observer(settings: Settings, registry: Registry) -> Observer | None:
+def served_observer(settings: Settings, registry: Registry, metrics_registry: Any = None) -> Observer | None:
     """What ``settings`` turn on, observing ``registry``'s served version; None when nothing."""
-    return build_observer(settings, served_version(registry))
+    return build_observer(settings, served_version(registry), metrics_registry=metrics_registry)
 
 
 def build_served_app(
@@ -276,11 +276,14 @@ def build_served_app(
     rate_store: BucketStore | None = None,
     rate_clock: Callable[[], float] | None = None,
     observability: Settings | None = None,
+    metrics_registry: Any = None,
 ) -> Starlette:
     """The app ``rag-contract serve`` runs, from the project at ``root``.
 
     ``observability`` (default: all off) says which of traces, metrics and the access log
-    are on; ``serve`` reads it from the environment (``observability.settings``).
+    are on; ``serve`` reads it from the environment (``observability.settings``). Metrics
+    register in ``metrics_registry`` (a prometheus ``CollectorRegistry``) when given, else in
+    the multiprocess files (``metrics_endpoint``).
 
     ``clock`` times requests against the deadline and, unless ``rate_clock`` is given,
     drives the rate limiter too. A store shared between processes (``RedisStore``) needs
@@ -298,7 +301,7 @@ def build_served_app(
         rate_clock=rate_clock or clock,
         rate_store=rate_store if rate_store is not None else MemoryStore(),
         status=lambda: cache.get().as_dict(),
-        observer=served_observer(observability or Settings(), registry),
+        observer=served_observer(observability or Settings(), registry, metrics_registry),
     )
 
 
@@ -371,12 +374,13 @@ def serve(
         access_log=not settings.access_log,
         http=HeaderDeadlineH11Protocol,  # a deadline on each request's headers (slow_clients.py)
     )
-    with metrics_endpoint(settings):
+    with metrics_endpoint(settings, workers) as metrics_registry:
         if workers <= 1:
             store, rate_clock = _store(redis_url)
-            uvicorn.run(
-                build_served_app(root, rate_store=store, rate_clock=rate_clock, observability=settings), **common
+            app = build_served_app(
+                root, rate_store=store, rate_clock=rate_clock, observability=settings, metrics_registry=metrics_registry
             )
+            uvicorn.run(app, **common)
             return
         _serve_workers(host, port, workers, redis_url, root, common)
 
@@ -401,28 +405,45 @@ def _serve_workers(
 
 
 @contextlib.contextmanager
-def metrics_endpoint(settings: Settings) -> Iterator[None]:
-    """While open, metrics are served on the metrics port (when configured), summed over this
-    process and its workers: each writes under a fresh ``PROMETHEUS_MULTIPROC_DIR`` (in
-    $TMPDIR; set here, before prometheus_client is imported, and inherited by the workers),
-    removed on exit."""
+def metrics_endpoint(settings: Settings, workers: int = 1) -> Iterator[Any]:
+    """While open, metrics are served on the metrics port (when configured). One worker: it
+    yields the registry the app registers its metrics in (values in memory). Several: it
+    yields None and serves the sum over the workers, each writing under a fresh
+    ``PROMETHEUS_MULTIPROC_DIR`` (in $TMPDIR; set here, before prometheus_client is imported,
+    and inherited by the workers), removed on exit."""
     if settings.metrics_port is None:
-        yield
+        yield None
+        return
+    if workers <= 1:
+        from rag_contract.observability.metrics import own_registry, serve_metrics  # noqa: PLC0415 - only when on
+
+        registry = own_registry()
+        server, _ = serve_metrics(settings.metrics_host, settings.metrics_port, registry)
+        _metrics_announced(settings)
+        try:
+            yield registry
+        finally:
+            server.shutdown()
+            server.server_close()
         return
     directory = tempfile.mkdtemp(prefix="rag-contract-metrics-")
     os.environ[MULTIPROC_ENV] = directory
     from rag_contract.observability.metrics import serve_metrics  # noqa: PLC0415 - prometheus_client only when on
 
     server, _ = serve_metrics(settings.metrics_host, settings.metrics_port)
-    logging.getLogger("uvicorn.error").info(
-        "Metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port
-    )
+    _metrics_announced(settings)
     try:
-        yield
+        yield None
     finally:
         server.shutdown()
         server.server_close()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _metrics_announced(settings: Settings) -> None:
+    logging.getLogger("uvicorn.error").info(
+        "Metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port
+    )
 
 
 def tcp_listener(host: str, port: int) -> socket.socket:

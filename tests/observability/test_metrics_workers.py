@@ -1,4 +1,4 @@
-"""``rag-contract serve --workers 2`` with a metrics port: the real command on loopback. Every
+"""``rag-contract serve`` with a metrics port, with two workers and with one: the real command on loopback. Every
 request is counted once whichever worker served it, both workers write their share, and the
 metrics are on their own port, not the public one (where the limiter sits)."""
 
@@ -64,3 +64,33 @@ def test_two_workers_count_every_request_once_on_a_port_of_their_own(root, tmp_p
         writers = {p.stem.rsplit("_", 1)[1] for p in directory.glob("counter_*.db")}
         assert len(writers) == 2, writers
     assert not list(Path(tmp_path).glob("rag-contract-metrics-*"))  # removed at exit
+
+
+def test_one_worker_counts_in_memory_and_writes_no_multiprocess_files(root, tmp_path):
+    metrics_port = free_port()
+    env = {**server_env(), "RAG_CONTRACT_METRICS_PORT": str(metrics_port), "TMPDIR": str(tmp_path)}
+
+    def argv(port: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "rag_contract.cli",
+            "--root",
+            str(root),
+            "serve",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+        ]
+
+    with running_server(argv, tmp_path, env, tmp_path / "serve.log", 1) as (_, port):
+        statuses = [get(f"http://{HOST}:{port}/answer/q11")[0] for _ in range(SENT)]
+        status, text = get(f"http://{HOST}:{metrics_port}/metrics")
+        assert status == 200
+        on_route = {k: v for k, v in samples(text, "rag_contract_requests_total").items() if "/answer/{qid}" in k}
+        assert sum(on_route.values()) == SENT and 200 in statuses
+        refused = samples(text, "rag_contract_refused_total").get('{reason="rate_limited"}', 0.0)
+        assert refused == statuses.count(429)
+        assert 1.0 in samples(text, "rag_contract_index_info").values()
+        assert not list(Path(tmp_path).glob("rag-contract-metrics-*"))  # nothing written per increment
