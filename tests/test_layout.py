@@ -14,7 +14,8 @@ from tests.support import ROOT
 PACKAGES = ("rag_contract", "pytest_ragcontract")
 # Third-party modules a function may import lazily: each keeps a heavy or optional dependency
 # (an HTTP client, the ONNX runtime, a Redis client) off the paths that do not need it.
-# The observability modules that import OpenTelemetry or prometheus_client load only when on.
+# The observability modules that import OpenTelemetry or prometheus_client load only when on;
+# the redis-backed bucket store (redis-py imports OpenTelemetry too) only with a redis URL.
 LAZY_ALLOWED = {
     "openai",
     "onnxruntime",
@@ -23,6 +24,7 @@ LAZY_ALLOWED = {
     "uvicorn.supervisors",
     "rag_contract.observability.metrics",
     "rag_contract.observability.otel",
+    "rag_contract.web.ratelimit.redis_store",
 }
 
 
