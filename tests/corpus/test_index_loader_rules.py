@@ -534,3 +534,28 @@ def test_a_content_term_naming_the_last_section_loads(saved):
     rows = derived_arrays(saved)["content_rows"]
     _with(saved, content_rows=np.append(rows[:-1], 1))
     assert load_index(saved).content_index["text"].tolist() == [0, 1]
+
+
+def test_a_pickled_derived_array_is_not_read(saved):
+    buf = io.BytesIO()
+    arrays = derived_arrays(saved) | {"content_rows": np.array([object()] * 5, dtype=object)}
+    np.savez(buf, allow_pickle=True, **arrays)
+    rehash(saved, "derived.npz", buf.getvalue())
+    with pytest.raises(IndexLoadError, match=r"^index files do not parse: derived\.npz: not a readable \.npz archive"):
+        load_index(saved)
+
+
+def test_a_bm25_column_with_no_texts_loads(saved):
+    # one token's column emptied, its entry moved to the next: a valid matrix, if a sparse one
+    _with(saved, bm25_indptr=np.array([0, 0, 2]), bm25_indices=np.array([0, 1], dtype=np.int32))
+    assert load_index(saved).lexical.scores("first").tolist() == [0.0, 0.0]
+
+
+def test_a_content_term_held_by_no_section_loads(saved):
+    _with(saved, content_offsets=np.array([0, 1, 1, 4, 5]), content_rows=np.array([0, 0, 1, 1, 1]))
+    assert load_index(saved).content_index["second"].tolist() == []
+
+
+def test_content_rows_all_naming_one_section_load(saved):
+    _with(saved, content_rows=np.zeros(5, dtype=np.int64))
+    assert load_index(saved).content_index["text"].tolist() == [0, 0]
