@@ -5,6 +5,8 @@ counts as much as one at the top."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,8 @@ from tests.support import ROOT
 PACKAGES = ("rag_contract", "pytest_ragcontract")
 # Third-party modules a function may import lazily: each keeps a heavy or optional dependency
 # (an HTTP client, the ONNX runtime, a Redis client) off the paths that do not need it.
-# The observability modules that import OpenTelemetry or prometheus_client load only when on.
+# The observability modules that import OpenTelemetry or prometheus_client load only when on;
+# the redis-backed bucket store (redis-py imports OpenTelemetry too) only with a redis URL.
 LAZY_ALLOWED = {
     "openai",
     "onnxruntime",
@@ -23,6 +26,7 @@ LAZY_ALLOWED = {
     "uvicorn.supervisors",
     "rag_contract.observability.metrics",
     "rag_contract.observability.otel",
+    "rag_contract.web.ratelimit.redis_store",
 }
 
 
@@ -141,6 +145,17 @@ def test_imports_inside_functions_only_keep_optional_dependencies_lazy(path):
                 elif isinstance(node, ast.ImportFrom):
                     lazy.append(node.module or "")
     assert sorted(set(lazy) - LAZY_ALLOWED) == []
+
+
+# What ``rag-contract serve`` must start without: each is imported only where it is used.
+KEPT_OFF_THE_SERVE_PATH = ("redis", "opentelemetry", "prometheus_client", "onnxruntime", "openai", "requests")
+
+
+def test_starting_the_command_line_imports_no_optional_dependency():
+    # A fresh interpreter: this one has imported whatever the other tests needed.
+    probe = f"import sys, rag_contract.cli; print(sorted(m for m in {KEPT_OFF_THE_SERVE_PATH!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_the_image_carries_no_developer_tooling():

@@ -9,6 +9,13 @@ Contract:
   and their vectors, lexical statistics, term weights, question vectors, grounding's passage
   terms) so acquiring one reference acquires all of
   it at once: an answer can never mix a query vector of one version with chunks of another.
+- What is derived from the sections and chunks alone and costs time to compute (``Derived``:
+  the BM25 statistics, which sections hold each content word, the corpus vocabulary and
+  spellings) is computed by ``derive`` at build and stored with the index (``derived.json``,
+  ``derived.npz``), hashed in ``meta.json`` like every file, under ``DERIVED_IDENTITY`` (the
+  rules that derive it): a load takes it as stored, and refuses an index derived by other
+  rules. It is not an input: the version does not change. Grounding's passage terms are
+  computed per section on first use (``Index.passages``).
 - ``load_index(dir)`` verifies every file against the sha256 recorded in ``meta.json`` and
   refuses a missing, corrupt or mismatched file naming it, and refuses a structure that does
   not hold together (rows per chunk and per sentence, one dimension for every vector, every
@@ -20,8 +27,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -37,11 +45,11 @@ from rag_contract.corpus.sentences import embed_text as sentence_text
 from rag_contract.corpus.sources import Corpus, Section, unwrap_hyphens
 from rag_contract.embedders.base import Embedder
 from rag_contract.project import Project
-from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Lexical
+from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Bm25State, Lexical
 from rag_contract.retrieval.terms import TermWeights
 from rag_contract.retrieval.vectors import runs
 
-FORMAT = 2
+FORMAT = 3
 FILES = (
     "sections.jsonl",
     "chunks.jsonl",
@@ -50,7 +58,12 @@ FILES = (
     "sentence_vectors.npy",
     "questions.json",
     "question_vectors.npy",
+    "derived.json",
+    "derived.npz",
 )
+# The rules ``derive`` applies: the lexical tokenizer, grounding's content words (passage_terms)
+# and the vocabulary rules below. Change one and this, then rebuild (``rag-contract build``).
+DERIVED_IDENTITY = f"derived-v1;{TOKENIZER_IDENTITY};content-words-v1;vocabulary-v1"
 
 
 class IndexLoadError(ValueError):
@@ -91,6 +104,63 @@ def rebuild_texts(project: Project) -> list[str]:
 
 
 @dataclass(frozen=True, eq=False)
+class Derived:
+    """What ``assemble`` needs that is a function of the sections and chunks alone, and slow
+    to compute (~0.35 s for the committed index): stored with the index by ``save_index``."""
+
+    lexical: Bm25State  # BM25 over the chunks
+    content_terms: tuple[str, ...]  # every content word of any section (passage_terms), sorted
+    # the sections holding content_terms[i] are content_rows[content_offsets[i]:content_offsets[i + 1]]
+    content_offsets: np.ndarray
+    content_rows: np.ndarray
+    vocabulary: frozenset[str]
+    spellings: frozenset[str]
+
+
+class PassageTermsOnDemand(Mapping[str, PassageTerms]):
+    """Section id -> grounding's terms of that section, computed on first use and kept: a
+    cache, not state (identical for every reader; dict writes are atomic). A request reads
+    the few sections it retrieved, so a start computes none."""
+
+    def __init__(self, sections: Mapping[str, Section]):
+        self._sections = sections
+        self._terms: dict[str, PassageTerms] = {}
+
+    def __getitem__(self, section_id: str) -> PassageTerms:
+        terms = self._terms.get(section_id)
+        if terms is None:
+            s = self._sections[section_id]
+            terms = self._terms[section_id] = passage_terms(s.id, s.text, s.title)
+        return terms
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sections)
+
+    def __len__(self) -> int:
+        return len(self._sections)
+
+
+def derive(sections: Sequence[Section], chunks: Sequence[Chunk]) -> Derived:
+    """``Derived`` computed from ``sections`` and ``chunks`` (what a build stores)."""
+    holders: dict[str, list[int]] = {}
+    for row, s in enumerate(sections):
+        for t in passage_terms(s.id, s.text, s.title).content:
+            holders.setdefault(t, []).append(row)
+    terms = tuple(sorted(holders))
+    offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(holders[t]) for t in terms])
+    rows = np.array([r for t in terms for r in holders[t]], dtype=np.int64)
+    return Derived(
+        lexical=Lexical([c.text for c in chunks]).state(),
+        content_terms=terms,
+        content_offsets=offsets,
+        content_rows=rows,
+        vocabulary=vocabulary(sections),
+        spellings=spellings(sections),
+    )
+
+
+@dataclass(frozen=True, eq=False)
 class Index:
     version: str
     inputs: IndexInputs
@@ -103,7 +173,7 @@ class Index:
     lexical: Lexical
     question_fingerprint: str
     question_vectors: Mapping[str, np.ndarray]  # keyed by question *text*: a reworded question has none
-    passages: Mapping[str, PassageTerms] = field(repr=False)
+    passages: Mapping[str, PassageTerms] = field(repr=False)  # computed per section on first use
     weights: TermWeights = field(repr=False)  # IDF of content words over the sections
     sentence_rows: Mapping[str, range] = field(repr=False)  # section id -> its rows in ``sentences``
     chunk_rows: Mapping[str, range] = field(repr=False)  # section id -> its rows in ``chunks``
@@ -120,6 +190,7 @@ class Index:
     ancestors: np.ndarray = field(repr=False)
     vocabulary: frozenset[str] = field(repr=False)  # every token of the corpus, lower-cased, hyphens kept
     spellings: frozenset[str] = field(repr=False)  # every word of the corpus as written (case kept)
+    derived: Derived = field(repr=False)  # what the fields above were made from, as saved
     # a cache, not state: filled on first use, identical for every reader (dict writes are atomic)
     _sentence_terms: dict[int, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -158,9 +229,14 @@ def assemble(
     qfingerprint: str,
     qtexts: Sequence[str],
     qvectors: np.ndarray,
+    derived: Derived | None = None,
 ) -> Index:
+    """The Index over these parts; ``derived`` as loaded, else computed (``derive``)."""
     by_id = {s.id: s for s in sections}
-    passages = {s.id: passage_terms(s.id, s.text, s.title) for s in sections}
+    derived = derived or derive(sections, chunks)
+    terms, offsets, rows = derived.content_terms, derived.content_offsets.tolist(), derived.content_rows
+    rows.setflags(write=False)
+    n = len(sections)
     return Index(
         version=version,
         inputs=inputs,
@@ -170,11 +246,15 @@ def assemble(
         vectors=_readonly(vectors),
         sentences=tuple(sentences),
         sentence_vectors=_readonly(sentence_vectors),
-        lexical=Lexical([c.text for c in chunks]),
+        lexical=Lexical.restored(derived.lexical),
         question_fingerprint=qfingerprint,
         question_vectors=MappingProxyType({q: _readonly(v) for q, v in zip(qtexts, qvectors, strict=True)}),
-        passages=MappingProxyType(passages),
-        weights=TermWeights.of([p.content for p in passages.values()]),
+        passages=PassageTermsOnDemand(MappingProxyType(by_id)),
+        # TermWeights.of over the sections' content words, from how many sections hold each
+        weights=TermWeights(
+            MappingProxyType({t: math.log((n + 1) / (offsets[i + 1] - offsets[i] + 1)) for i, t in enumerate(terms)}),
+            math.log(n + 1),
+        ),
         sentence_rows=_rows([s.section_id for s in sentences]),
         chunk_rows=_rows([c.section_id for c in chunks]),
         section_order=tuple(by_id),
@@ -184,10 +264,11 @@ def assemble(
         sentence_runs=runs(sentence_owner),
         title_terms=(titles := tuple(frozenset(content_words(s.title)) for s in by_id.values())),
         title_index=_inverted(titles),
-        content_index=_inverted([p.content for p in passages.values()]),
+        content_index=MappingProxyType({t: rows[offsets[i] : offsets[i + 1]] for i, t in enumerate(terms)}),
         ancestors=_ancestors(tuple(by_id)),
-        vocabulary=vocabulary(sections),
-        spellings=frozenset(w for s in sections for w in _WORD.findall(unwrap_hyphens(f"{s.title}\n{s.text}"))),
+        vocabulary=derived.vocabulary,
+        spellings=derived.spellings,
+        derived=derived,
     )
 
 
@@ -204,6 +285,11 @@ def vocabulary(sections: Sequence[Section]) -> frozenset[str]:
             out.add(token)
             out.update(_COMPOUND.split(token))
     return frozenset(out)
+
+
+def spellings(sections: Sequence[Section]) -> frozenset[str]:
+    """Every word of the corpus as written (case kept), titles included."""
+    return frozenset(w for s in sections for w in _WORD.findall(unwrap_hyphens(f"{s.title}\n{s.text}")))
 
 
 def _inverted(term_sets: Sequence[frozenset[str]]) -> Mapping[str, np.ndarray]:
@@ -292,6 +378,7 @@ def embed_questions(index: Index, embedder: Embedder, questions: Sequence[Questi
         question_fingerprint(questions),
         [q.question for q in questions],
         qvectors,
+        index.derived,
     )
 
 
@@ -307,6 +394,30 @@ def _npy_bytes(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.asarray(a, dtype=np.float32), allow_pickle=False)
     return buf.getvalue()
+
+
+def derived_files(derived: Derived) -> dict[str, bytes]:
+    """``derived.json`` (the strings, in a fixed order) and ``derived.npz`` (the numbers)."""
+    text = {
+        "bm25_vocab": dict(derived.lexical.vocab),
+        "bm25_num_docs": derived.lexical.num_docs,
+        "content_terms": list(derived.content_terms),
+        "vocabulary": sorted(derived.vocabulary),
+        "spellings": sorted(derived.spellings),
+    }
+    buf = io.BytesIO()
+    np.savez(  # the zip members carry a fixed date: the same arrays give the same bytes
+        buf,
+        bm25_data=derived.lexical.data,
+        bm25_indices=derived.lexical.indices,
+        bm25_indptr=derived.lexical.indptr,
+        content_offsets=derived.content_offsets,
+        content_rows=derived.content_rows,
+    )
+    return {
+        "derived.json": (json.dumps(text, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"),
+        "derived.npz": buf.getvalue(),
+    }
 
 
 def save_index(index: Index, directory: Path) -> None:
@@ -343,6 +454,7 @@ def save_index(index: Index, directory: Path) -> None:
             if index.question_vectors
             else np.zeros((0, index.vectors.shape[1]))
         ),
+        **derived_files(index.derived),
     }
     meta = {
         "format": FORMAT,
@@ -352,6 +464,7 @@ def save_index(index: Index, directory: Path) -> None:
         "embedder_identity": index.inputs.embedder_identity,
         "chunking": index.inputs.chunking,
         "lexical": TOKENIZER_IDENTITY,
+        "derived": DERIVED_IDENTITY,
         "sections": len(index.sections),
         "chunks": len(index.chunks),
         "sentences": len(index.sentences),
@@ -375,13 +488,18 @@ def read_meta(directory: Path) -> dict:
         raise IndexLoadError(unreadable(path, exc)) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise IndexLoadError(f"meta.json: not valid JSON ({exc})") from None
-    need = {"format", "version", "corpus_fingerprint", "embedder", "embedder_identity", "chunking", "files"}
+    need = {"format", "version", "corpus_fingerprint", "embedder", "embedder_identity", "chunking", "derived", "files"}
     if not isinstance(meta, dict) or not need <= set(meta):
         raise IndexLoadError(f"meta.json: must hold the keys {sorted(need)}")
     if not isinstance(meta["files"], dict):
         raise IndexLoadError("meta.json: 'files' must map each index file to its sha256")
     if meta["format"] != FORMAT:
         raise IndexLoadError(f"meta.json: format {meta['format']!r}, this code reads format {FORMAT}")
+    if meta["derived"] != DERIVED_IDENTITY:
+        raise IndexLoadError(
+            f"meta.json: derived by {meta['derived']!r}, this code derives by {DERIVED_IDENTITY!r}: "
+            "rebuild the index (rag-contract build)"
+        )
     return meta
 
 
@@ -423,9 +541,11 @@ def load_index(directory: Path) -> Index:
         vectors = _load_npy(data["vectors.npy"], "vectors.npy")
         svectors = _load_npy(data["sentence_vectors.npy"], "sentence_vectors.npy")
         qvectors = _load_npy(data["question_vectors.npy"], "question_vectors.npy")
+        derived = _read_derived(data["derived.json"], data["derived.npz"])
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise IndexLoadError(f"index files do not parse: {exc}") from None
     check_structure(meta, sections, chunks, sentences, len(qtexts), vectors, svectors, qvectors)
+    check_derived(derived, len(sections), len(chunks))
     return assemble(
         meta["version"],
         inputs,
@@ -438,6 +558,7 @@ def load_index(directory: Path) -> Index:
         qfingerprint,
         qtexts,
         qvectors,
+        derived,
     )
 
 
@@ -463,6 +584,50 @@ def _records(data: Mapping[str, bytes], name: str, fields: Mapping[str, type]) -
                 raise ValueError(f"{name}: line {n}: {key!r} must be {'a string' if kind is str else 'an integer'}")
         out.append(item)
     return out
+
+
+def _read_derived(text: bytes, arrays: bytes) -> Derived:
+    d = json.loads(text)
+    try:
+        npz = np.load(io.BytesIO(arrays), allow_pickle=False)
+        a = {name: npz[name] for name in npz.files}
+    except Exception as exc:  # numpy and zipfile raise several types for a corrupt archive
+        raise ValueError(f"derived.npz: not a readable .npz archive ({exc})") from None
+    return Derived(
+        lexical=Bm25State(
+            MappingProxyType(d["bm25_vocab"]), a["bm25_data"], a["bm25_indices"], a["bm25_indptr"], d["bm25_num_docs"]
+        ),
+        content_terms=tuple(d["content_terms"]),
+        content_offsets=a["content_offsets"],
+        content_rows=a["content_rows"],
+        vocabulary=frozenset(d["vocabulary"]),
+        spellings=frozenset(d["spellings"]),
+    )
+
+
+def check_derived(derived: Derived, sections: int, chunks: int) -> None:
+    """The stored derived data indexes these sections and chunks, and no row outside them."""
+    bm25 = derived.lexical
+    if bm25.num_docs != chunks:
+        raise IndexLoadError(f"derived.json: BM25 over {bm25.num_docs} texts for {chunks} chunks")
+    if (
+        len(bm25.data) != len(bm25.indices)
+        or int(bm25.indptr[-1]) != len(bm25.data)
+        or np.any(np.diff(bm25.indptr) < 0)
+    ):
+        raise IndexLoadError("derived.npz: the BM25 arrays do not describe one sparse matrix")
+    if len(bm25.indices) and not 0 <= int(bm25.indices.min()) <= int(bm25.indices.max()) < chunks:
+        raise IndexLoadError(f"derived.npz: BM25 names a text outside the {chunks} chunks")
+    offsets, rows = derived.content_offsets, derived.content_rows
+    if (
+        len(offsets) != len(derived.content_terms) + 1
+        or offsets[0] != 0
+        or offsets[-1] != len(rows)
+        or np.any(np.diff(offsets) < 0)
+    ):
+        raise IndexLoadError("derived.npz: content_offsets do not cut content_rows into one run per content term")
+    if len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < sections:
+        raise IndexLoadError(f"derived.npz: a content term names a section outside the {sections} sections")
 
 
 def check_structure(

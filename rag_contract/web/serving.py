@@ -60,7 +60,7 @@ from rag_contract.observability.observer import Observer, build_observer
 from rag_contract.observability.settings import Settings, settings_from
 from rag_contract.project import Paths, Project, find_root, load_project
 from rag_contract.web.app import create_app
-from rag_contract.web.ratelimit import BucketStore, MemoryStore, RedisStore
+from rag_contract.web.ratelimit import BucketStore, MemoryStore
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 
 # Set by ``serve`` for its worker processes only; not settings anyone else reads.
@@ -323,6 +323,8 @@ def _store(redis_url: str | None) -> tuple[BucketStore, Callable[[], float]]:
     # Buckets shared through redis are compared across processes: wall-clock time, which they
     # share; in memory, the monotonic clock.
     if redis_url:
+        from rag_contract.web.ratelimit.redis_store import RedisStore  # noqa: PLC0415 - the redis client only when shared
+
         return RedisStore.from_url(redis_url), time.time
     return MemoryStore(), time.monotonic
 

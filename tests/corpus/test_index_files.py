@@ -11,8 +11,10 @@ import shutil
 import numpy as np
 import pytest
 
+from rag_contract.answering.grounding import passage_terms
 from rag_contract.corpus.sentences import SPLITTER_IDENTITY, sentences, split_sections
-from rag_contract.index.store import IndexLoadError, chunking_identity, load_index
+from rag_contract.index.store import IndexLoadError, chunking_identity, derive, derived_files, load_index
+from rag_contract.retrieval.terms import TermWeights
 
 
 @pytest.fixture
@@ -75,3 +77,13 @@ def test_questions_json_of_the_wrong_shape_is_refused_not_a_crash(index_copy):
 def test_the_splitter_is_part_of_the_index_address(project):
     assert chunking_identity(project.chunk_params).endswith(SPLITTER_IDENTITY)
     assert len(split_sections(project.corpus.sections)) > 1000
+
+
+def test_the_committed_derived_data_is_what_the_rules_derive_now(index):
+    """The index stores what ``derive`` computes from its sections and chunks (BM25, content
+    words, vocabulary): a change to those rules without a rebuild turns this red."""
+    fresh = derive(list(index.sections.values()), index.chunks)
+    assert derived_files(fresh) == derived_files(index.derived)
+    contents = [passage_terms(s.id, s.text, s.title).content for s in index.sections.values()]
+    assert index.weights == TermWeights.of(contents)
+    assert [index.passages[sid].content for sid in index.sections] == contents

@@ -17,16 +17,24 @@ from rag_contract.corpus.chunking import Chunk
 from rag_contract.corpus.sentences import Sentence
 from rag_contract.corpus.sources import Section
 from rag_contract.index.store import (
+    DERIVED_IDENTITY,
     FILES,
     FORMAT,
     Index,
     IndexInputs,
     IndexLoadError,
+    _inverted,
     assemble,
+    derive,
+    derived_files,
     load_index,
     read_meta,
     save_index,
+    spellings,
+    vocabulary,
 )
+from rag_contract.retrieval.lexical import Lexical
+from rag_contract.retrieval.terms import TermWeights
 
 INPUTS = IndexInputs("corpus-fp", "embedder-id", "chunking-id")
 SECTIONS = [Section("rfc1#1", "One", "First text."), Section("rfc1#2", "Two", "Second text.")]
@@ -127,7 +135,7 @@ def test_a_meta_that_is_not_json_is_refused(saved, data):
         read_meta(saved)
 
 
-NEED = ["chunking", "corpus_fingerprint", "embedder", "embedder_identity", "files", "format", "version"]
+NEED = ["chunking", "corpus_fingerprint", "derived", "embedder", "embedder_identity", "files", "format", "version"]
 
 
 @pytest.mark.parametrize("key", NEED)
@@ -328,6 +336,9 @@ def test_a_sections_rows_must_be_contiguous(saved, name, vectors, rows):
 def test_contiguous_rows_of_one_section_load(saved, name, vectors, rows):
     rehash(saved, name, jsonl([rows[0], rows[2], rows[1]]))
     rehash(saved, vectors, npy(np.zeros((3, 3))))
+    chunks = [Chunk(**r) for r in [CHUNK_ROWS[0], CHUNK_ROWS[2], CHUNK_ROWS[1]]] if name == "chunks.jsonl" else CHUNKS
+    for derived_name, data in derived_files(derive(SECTIONS, chunks)).items():
+        rehash(saved, derived_name, data)
     index = load_index(saved)
     assert len(index.chunks if name == "chunks.jsonl" else index.sentences) == 3
 
@@ -492,3 +503,175 @@ def test_sentences_numbered_from_zero_in_each_section_load(saved):
 def test_a_sentence_position_out_of_its_sections_order_is_refused(saved, positions, message):
     three_sentences(saved, positions)
     refused(saved, message)
+
+
+# --- derived data: stored with the index, checked at load -------------------------------------
+
+
+def npz(**arrays: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def derived_arrays(d: Path) -> dict[str, np.ndarray]:
+    with np.load(d / "derived.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_derived_data_loads_as_what_the_build_computed(saved):
+    index = load_index(saved)
+    assert index.derived.vocabulary == vocabulary(SECTIONS) and index.vocabulary == index.derived.vocabulary
+    assert index.spellings == spellings(SECTIONS) == frozenset({"One", "First", "text", "Two", "Second"})
+    fresh = Lexical([c.text for c in CHUNKS])
+    for query in ("first", "second text", "first second", "nothing", ""):
+        assert index.lexical.scores(query).tolist() == fresh.scores(query).tolist()
+    contents = [index.passages[s.id].content for s in SECTIONS]
+    assert index.weights == TermWeights.of(contents)
+    assert {t: a.tolist() for t, a in index.content_index.items()} == {
+        t: a.tolist() for t, a in _inverted(contents).items()
+    }
+    assert index.derived.content_terms == tuple(sorted(index.content_index))
+
+
+def test_passage_terms_are_computed_per_section_on_first_use(saved):
+    index = load_index(saved)
+    assert len(index.passages) == 2 and list(index.passages) == ["rfc1#1", "rfc1#2"]
+    first = index.passages["rfc1#1"]
+    assert first.section_id == "rfc1#1" and first.content == {"first", "text"}  # "one" is a stopword
+    assert index.passages["rfc1#1"] is first  # kept, not recomputed
+    with pytest.raises(KeyError):
+        index.passages["rfc9#9"]
+
+
+def test_derived_bytes_are_the_same_for_the_same_sections_and_chunks():
+    assert derived_files(derive(SECTIONS, CHUNKS)) == derived_files(derive(list(SECTIONS), list(CHUNKS)))
+    # tokens are numbered in sorted order, whatever order bm25s gave them
+    assert list(derive(SECTIONS, CHUNKS).lexical.vocab) == ["first", "second", ""]
+
+
+@pytest.mark.parametrize("identity", [DERIVED_IDENTITY + "-changed", None])
+def test_data_derived_by_other_rules_is_refused(saved, identity):
+    write_meta(saved, meta_of(saved) | {"derived": identity})
+    refused(
+        saved,
+        f"meta.json: derived by {identity!r}, this code derives by {DERIVED_IDENTITY!r}: "
+        "rebuild the index (rag-contract build)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("derived.json", b"not json"),
+        ("derived.json", b"{}"),
+        ("derived.npz", b"not an archive"),
+        ("derived.npz", npz(bm25_data=np.zeros(2))),
+    ],
+)
+def test_derived_files_that_do_not_parse_are_refused_not_a_crash(saved, name, data):
+    rehash(saved, name, data)
+    with pytest.raises(IndexLoadError, match=r"^index files do not parse: "):
+        load_index(saved)
+
+
+def test_an_unreadable_derived_archive_is_named(saved):
+    rehash(saved, "derived.npz", b"not an archive")
+    with pytest.raises(
+        IndexLoadError, match=r"^index files do not parse: derived\.npz: not a readable \.npz archive \(.+\)$"
+    ):
+        load_index(saved)
+
+
+def test_bm25_over_another_number_of_texts_is_refused(saved):
+    text = json.loads((saved / "derived.json").read_text())
+    rehash(saved, "derived.json", json.dumps(text | {"bm25_num_docs": 3}).encode())
+    refused(saved, "derived.json: BM25 over 3 texts for 2 chunks")
+
+
+def _with(saved: Path, **changed: np.ndarray) -> None:
+    rehash(saved, "derived.npz", npz(**(derived_arrays(saved) | changed)))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda a: {"bm25_data": a["bm25_data"][:-1]},
+        lambda a: {"bm25_indices": a["bm25_indices"][:-1]},
+        lambda a: {"bm25_indptr": np.append(a["bm25_indptr"][:-1], a["bm25_indptr"][-1] + 1)},
+        lambda a: {"bm25_indptr": np.array([0, 2, 1, 2])},
+    ],
+    ids=["data-short", "indices-short", "indptr-past-the-end", "indptr-backwards"],
+)
+def test_bm25_arrays_that_are_not_one_sparse_matrix_are_refused(saved, change):
+    a = derived_arrays(saved)
+    assert a["bm25_indptr"].tolist() == [0, 1, 2]  # "first", "second"; the empty token has no column
+    _with(saved, **change(a))
+    refused(saved, "derived.npz: the BM25 arrays do not describe one sparse matrix")
+
+
+@pytest.mark.parametrize("row", [-1, 2])
+def test_bm25_naming_a_text_outside_the_chunks_is_refused(saved, row):
+    _with(saved, bm25_indices=np.array([0, row], dtype=np.int32))
+    refused(saved, "derived.npz: BM25 names a text outside the 2 chunks")
+
+
+def test_bm25_naming_the_last_text_loads(saved):
+    _with(saved, bm25_indices=np.array([1, 1], dtype=np.int32))
+    assert load_index(saved).lexical.scores("first").tolist()[0] == 0.0
+
+
+@pytest.mark.parametrize(
+    "offsets",
+    [
+        lambda o: o[:-1],
+        lambda o: np.append(o, o[-1]),
+        lambda o: o + 1,
+        lambda o: np.append(o[:-1], o[-1] - 1),
+        lambda o: np.array([0, 2, 1, 4, 5]),
+    ],
+    ids=["one-short", "one-more", "not-from-0", "not-to-the-end", "backwards"],
+)
+def test_content_offsets_that_do_not_cut_the_rows_are_refused(saved, offsets):
+    o = derived_arrays(saved)["content_offsets"]
+    assert o.tolist() == [0, 1, 2, 4, 5]  # first, second, text (both sections), two
+    _with(saved, content_offsets=offsets(o))
+    refused(saved, "derived.npz: content_offsets do not cut content_rows into one run per content term")
+
+
+@pytest.mark.parametrize("row", [-1, 2])
+def test_a_content_term_naming_a_section_outside_the_index_is_refused(saved, row):
+    rows = derived_arrays(saved)["content_rows"]
+    _with(saved, content_rows=np.append(rows[:-1], row))
+    refused(saved, "derived.npz: a content term names a section outside the 2 sections")
+
+
+def test_a_content_term_naming_the_last_section_loads(saved):
+    rows = derived_arrays(saved)["content_rows"]
+    _with(saved, content_rows=np.append(rows[:-1], 1))
+    assert load_index(saved).content_index["text"].tolist() == [0, 1]
+
+
+def test_a_pickled_derived_array_is_not_read(saved):
+    buf = io.BytesIO()
+    arrays = derived_arrays(saved) | {"content_rows": np.array([object()] * 5, dtype=object)}
+    np.savez(buf, allow_pickle=True, **arrays)
+    rehash(saved, "derived.npz", buf.getvalue())
+    with pytest.raises(IndexLoadError, match=r"^index files do not parse: derived\.npz: not a readable \.npz archive"):
+        load_index(saved)
+
+
+def test_a_bm25_column_with_no_texts_loads(saved):
+    # one token's column emptied, its entry moved to the next: a valid matrix, if a sparse one
+    _with(saved, bm25_indptr=np.array([0, 0, 2]), bm25_indices=np.array([0, 1], dtype=np.int32))
+    assert load_index(saved).lexical.scores("first").tolist() == [0.0, 0.0]
+
+
+def test_a_content_term_held_by_no_section_loads(saved):
+    _with(saved, content_offsets=np.array([0, 1, 1, 4, 5]), content_rows=np.array([0, 0, 1, 1, 1]))
+    assert load_index(saved).content_index["second"].tolist() == []
+
+
+def test_content_rows_all_naming_one_section_load(saved):
+    _with(saved, content_rows=np.zeros(5, dtype=np.int64))
+    assert load_index(saved).content_index["text"].tolist() == [0, 0]

@@ -19,16 +19,15 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from rag_contract.web.ratelimit import (
-    REDIS_KEY_PREFIX,
     Allowance,
     BucketState,
     MemoryStore,
     RateLimitMiddleware,
-    RedisStore,
     StoreUnavailable,
     probe,
     refill_and_take,
 )
+from rag_contract.web.ratelimit.redis_store import REDIS_KEY_PREFIX, RedisStore
 from tests.support.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.redis

@@ -8,8 +8,9 @@ Contract:
   ``per_minute / 60`` tokens per second and starts full. A request takes one token; with
   less than one token it is refused and told, in whole seconds rounded up, when one token
   will be there. ``refill_and_take`` (``bucket``) is that rule as one pure function;
-  ``MemoryStore`` applies it in-process and ``RedisStore`` runs the same arithmetic in one
-  Lua script (``stores``), so the two give identical decision sequences for the same times.
+  ``MemoryStore`` applies it in-process (``stores``) and ``RedisStore`` runs the same
+  arithmetic in one Lua script (``redis_store``), so the two give identical decision
+  sequences for the same times.
 - ``RateLimitMiddleware`` (``middleware``) decides before the app runs, on every HTTP path.
   Refused -> 429 with ``Retry-After``; store unreachable -> 503 with ``Retry-After: 1``
   (fail closed: an unlimited service is the outage we are guarding against). Lifespan and
@@ -18,7 +19,9 @@ Contract:
   and reports whether the limiter is installed and behaves: used by the CI gate against
   the real app.
 
-The public names are re-exported here; import them from ``rag_contract.web.ratelimit``.
+The public names are re-exported here; import them from ``rag_contract.web.ratelimit``,
+except ``RedisStore`` and ``REDIS_KEY_PREFIX``: import those from
+``rag_contract.web.ratelimit.redis_store``, so the redis client loads only where it is used.
 """
 
 from rag_contract.web.ratelimit.bucket import Allowance, BucketState, Decision, bucket_ttl_ms, refill_and_take
@@ -26,17 +29,14 @@ from rag_contract.web.ratelimit.identity import client_identity
 from rag_contract.web.ratelimit.middleware import RateLimitMiddleware
 from rag_contract.web.ratelimit.probe import PROBE_NOW, ProbeResult, probe
 from rag_contract.web.ratelimit.stores import (
-    REDIS_KEY_PREFIX,
     AwaitableBucketStore,
     BucketStore,
     MemoryStore,
-    RedisStore,
     StoreUnavailable,
 )
 
 __all__ = [
     "PROBE_NOW",
-    "REDIS_KEY_PREFIX",
     "Allowance",
     "AwaitableBucketStore",
     "BucketState",
@@ -45,7 +45,6 @@ __all__ = [
     "MemoryStore",
     "ProbeResult",
     "RateLimitMiddleware",
-    "RedisStore",
     "StoreUnavailable",
     "bucket_ttl_ms",
     "client_identity",

@@ -4,7 +4,7 @@ Each identity owns a bucket of depth ``burst`` that refills continuously at
 ``per_minute / 60`` tokens per second and starts full. A request takes one token; with
 less than one token it is refused and told, in whole seconds rounded up, when one token
 will be there. ``refill_and_take`` is that rule as one pure function; the stores apply it
-(``stores.MemoryStore`` in-process, ``stores.RedisStore`` as the same arithmetic in Lua).
+(``stores.MemoryStore`` in-process, ``redis_store.RedisStore`` as the same arithmetic in Lua).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def refill_and_take(state: BucketState | None, now: float, allowance: Allowance)
     ``None`` is a client never seen (or forgotten after ``full_refill_s``): a full bucket.
     A clock that goes backwards (another instance slightly behind) refills nothing and does
     not move ``last_ts`` back, so the same interval is never credited twice. A refused
-    request takes nothing. ``stores._TAKE_LUA`` is this function, operation for operation:
+    request takes nothing. ``redis_store._TAKE_LUA`` is this function, operation for operation:
     change both or neither.
     """
     now = float(now)
