@@ -24,6 +24,7 @@ LAZY_ALLOWED = {
     "redis.asyncio",
     "uvicorn",
     "uvicorn.supervisors",
+    "ruamel.yaml",  # the round-trip editor, for the commands that edit or annotate the thresholds file
     "rag_contract.observability.metrics",
     "rag_contract.observability.otel",
     "rag_contract.web.ratelimit.redis_store",

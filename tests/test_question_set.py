@@ -8,6 +8,8 @@ from itertools import combinations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rag_contract.config.questions import NEAR_DUPLICATE_JACCARD, QuestionsError, parse_questions, similarity
 from rag_contract.quality.agreement import (
@@ -51,6 +53,35 @@ def test_a_reworded_copy_is_refused_naming_both_questions():
 def test_two_questions_about_one_section_are_not_duplicates():
     parse(q("a", "Which request methods can a client resend after a dropped connection?"),
           q("b", "Is PUT idempotent, so that a retry after a timeout cannot apply the update twice?"))  # fmt: skip
+
+
+def first_near_duplicate(texts: list[str]) -> tuple[int, int] | None:
+    """Every pair compared, in load order: the reference the loader's shortcut must agree with."""
+    for j, later in enumerate(texts):
+        for i in range(j):
+            if similarity(texts[i], later) >= NEAR_DUPLICATE_JACCARD:
+                return i, j
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["cache", "cookie", "path", "range", "the", "is", "etag"]), max_size=4),
+                min_size=2, max_size=6))  # fmt: skip
+def test_only_questions_that_share_a_word_are_compared_with_the_same_verdict(word_lists):
+    texts = [" ".join(words) + " ?" for words in word_lists]
+    expected = first_near_duplicate(texts)
+    items = [q(f"q{n}", text) for n, text in enumerate(texts)]
+    if expected is None:
+        parse(*items)
+    else:
+        i, j = expected
+        with pytest.raises(QuestionsError, match=rf"^questions: q{j}: a near-duplicate of q{i} "):
+            parse(*items)
+
+
+def test_two_questions_without_a_content_word_are_duplicates():
+    with pytest.raises(QuestionsError, match=r"b: a near-duplicate of a \(content-word overlap 1.00"):
+        parse(q("a", "Is it?"), q("b", "What is it?"))
 
 
 def test_the_committed_set_sits_well_below_the_near_duplicate_bar(project):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +163,8 @@ def parse_questions(
     out: list[Question] = []
     rfcs = {sid.split("#", 1)[0] for sid in section_ids}
     seen_words: list[frozenset[str]] = []
+    holders: dict[str, list[int]] = {}  # content word -> the earlier questions that use it
+    wordless: list[int] = []  # earlier questions with no content word at all
     for i, item in enumerate(raw["questions"]):
         where = f"{source}: questions[{i}]"
         if not isinstance(item, dict):
@@ -226,13 +229,22 @@ def parse_questions(
             rfc=_choice(item, "rfc", rfcs, where),
         )
         words = content_words(question.question)  # once per question, not once per pair
-        for other, other_words in zip(out, seen_words, strict=True):
-            score = jaccard(other_words, words)
+        # Only a question sharing a word (or, with none, another without any) can overlap at all,
+        # and the words shared are counted from the postings: the same first match, and the same
+        # overlap, as intersecting every pair's sets.
+        shared = Counter(n for w in words for n in holders.get(w, ()))
+        for n in sorted(shared) if words else wordless:
+            union = len(words) + len(seen_words[n]) - shared[n]
+            score = shared[n] / union if union else 1.0
             if score >= NEAR_DUPLICATE_JACCARD:
                 raise QuestionsError(
-                    f"{where}: a near-duplicate of {other.id} (content-word overlap {score:.2f} >= "
+                    f"{where}: a near-duplicate of {out[n].id} (content-word overlap {score:.2f} >= "
                     f"{NEAR_DUPLICATE_JACCARD}); reword it or drop one"
                 )
+        for w in words:
+            holders.setdefault(w, []).append(len(out))
+        if not words:
+            wordless.append(len(out))
         out.append(question)
         seen_words.append(words)
     return QuestionSet(tuple(out))

@@ -23,8 +23,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ruamel.yaml import YAML
-
 from rag_contract.quality.report_diff import ReportDiff, render_markdown
 
 ANNOTATION_LIMIT = 10
@@ -68,6 +66,8 @@ def bar_path(check_id: str) -> tuple[str, ...]:
 
 def bar_line(thresholds_text: str, path: Sequence[str]) -> int:
     """1-based line of ``path`` in the thresholds text; its nearest existing parent; else 1."""
+    from ruamel.yaml import YAML  # noqa: PLC0415 - line numbers only when a report is annotated
+
     try:
         node = YAML().load(thresholds_text)
     except Exception:  # a file the loader refuses still gets its annotation, on line 1

@@ -17,24 +17,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
 from rag_contract.config.thresholds import Thresholds, parse_thresholds
 from rag_contract.quality.ratchet import Change, current_bars, measured_bars, ratchet
 
 
-def _load(path: Path) -> tuple[YAML, Any]:
-    yaml = YAML()
+def _yaml(**kwargs: Any) -> Any:
+    """A ruamel ``YAML``: imported here, as only these commands edit the file (off serve's start)."""
+    from ruamel.yaml import YAML  # noqa: PLC0415 - the round-trip editor only where a file is edited
+
+    return YAML(**kwargs)
+
+
+def _load(path: Path) -> tuple[Any, Any]:
+    yaml = _yaml()
     yaml.preserve_quotes = True
     yaml.width = 4096
     return yaml, yaml.load(Path(path).read_text(encoding="utf-8"))
 
 
-def _save(path: Path, yaml: YAML, doc: Any, write: bool = True) -> str:
+def _save(path: Path, yaml: Any, doc: Any, write: bool = True) -> str:
     buf = io.StringIO()
     yaml.dump(doc, buf)
     text = buf.getvalue()
-    parse_thresholds(YAML(typ="safe").load(text))  # refuse to write a file the loader refuses
+    parse_thresholds(_yaml(typ="safe").load(text))  # refuse to write a file the loader refuses
     if write:
         Path(path).write_text(text, encoding="utf-8")
     return text

@@ -30,7 +30,7 @@ RUN = {
 def report_of(runs: list[dict]) -> dict:
     summary = startup.summarise(runs)
     meta = {"date": "2026-01-01", "cpu_count": 2, "python": "3.11.7", "runs": len(runs), "poll_s": 0.005}
-    meta |= {"idle_s": 1.0, "load_average_1m": 0.5, "command": "rag-contract serve"}
+    meta |= {"idle_s": 1.0, "load_average_1m": 0.5, "command": "rag-contract serve", "bytecode": "compiled"}
     return {"meta": meta, "runs": runs, "median": summary, "goals": startup.goals(summary)}
 
 
