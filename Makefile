@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load startup probe container clean
+.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -72,6 +72,12 @@ bench-compare: $(STAMP)
 # Bounded loopback load run (wrk, ~2 minutes): writes eval/results/load.json, then the README table.
 load: $(STAMP)
 	$(BIN)/python -m tools.loadtest
+	$(BIN)/python -m tools.readme
+
+# CPU per GET /answer in process (no socket, no wrk): bare route, served app, 304 revalidation,
+# traces and metrics on; writes eval/results/request_cpu.json, then the README table.
+request-cpu: $(STAMP)
+	$(BIN)/python -m tools.request_cpu --write --requests 5000 --rounds 9
 	$(BIN)/python -m tools.readme
 
 # Five fresh starts of serve on loopback: time to the first /health 200 and RSS before the

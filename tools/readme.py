@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
-from tools import container, injection, observability_load, probe, startup
+from tools import container, injection, observability_load, probe, request_cpu, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -190,6 +190,13 @@ def load_table(root: Path) -> str:
     return render(json.loads(path.read_text()))
 
 
+def request_cpu_table(root: Path) -> str:
+    path = Paths(root).result("request_cpu.json")
+    if not path.is_file():
+        return "No CPU run is committed yet (`make request-cpu` writes `eval/results/request_cpu.json`).\n"
+    return request_cpu.render(json.loads(path.read_text()))
+
+
 def bench_table(root: Path) -> str:
     """Medians of the committed pytest-benchmark baseline (``make bench-save``): the newest
     saved run under ``eval/benchmarks/``."""
@@ -273,6 +280,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "agreement": agreement_table,
     "mutation": mutation_table,
     "load": load_table,
+    "request-cpu": request_cpu_table,
     "bench": bench_table,
     "startup": startup_table,
     "container-run": container_run,
