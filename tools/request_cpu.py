@@ -361,7 +361,7 @@ def report(results: dict[tuple[str, str], list[Spent]], count: int, rounds: int)
     for layer in LAYERS:
         for name in CASES:
             spent = results[name, layer]
-            medians[name, layer] = statistics.median(s.total_us for s in spent)
+            medians[name, layer] = round(statistics.median(s.total_us for s in spent), 1)  # as the row shows it
             rows.append(
                 {
                     "layer": layer,
