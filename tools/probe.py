@@ -65,8 +65,9 @@ from rag_contract.index.store import FILES
 from rag_contract.project import Paths, find_root
 from rag_contract.web.ratelimit import Allowance, MemoryStore
 from rag_contract.web.ratelimit.identity import client_identity
-from tests.support.network_trace import STRACE, stray, traced
 from tools import body_memory, injection, loadtest
+from tools.network_trace import STRACE, stray, traced
+from tools.project_copy import copy_project
 
 HOST = "127.0.0.1"  # loopback only, by construction
 MAX_BUCKETS = MemoryStore.MAX_BUCKETS
@@ -614,14 +615,6 @@ def identities_case(m: Mapping[str, Any]) -> Case:
 
 
 # --- broken copies ------------------------------------------------------------------------
-
-
-def copy_project(root: Path, dst: Path) -> Path:
-    dst.mkdir(parents=True)
-    for name in ("corpus", "index", "eval"):
-        shutil.copytree(root / name, dst / name)
-    shutil.copy(root / "pyproject.toml", dst / "pyproject.toml")
-    return dst
 
 
 def npy(a: np.ndarray) -> bytes:

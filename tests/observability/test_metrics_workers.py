@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tools.loadtest import HOST, free_port, running_server, server_env
+from tools.probe import serve_argv
 
 pytestmark = pytest.mark.slow
 SENT = 40
@@ -70,21 +71,7 @@ def test_one_worker_counts_in_memory_and_writes_no_multiprocess_files(root, tmp_
     metrics_port = free_port()
     env = {**server_env(), "RAG_CONTRACT_METRICS_PORT": str(metrics_port), "TMPDIR": str(tmp_path)}
 
-    def argv(port: int) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "rag_contract.cli",
-            "--root",
-            str(root),
-            "serve",
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-        ]
-
-    with running_server(argv, tmp_path, env, tmp_path / "serve.log", 1) as (_, port):
+    with running_server(serve_argv(root), tmp_path, env, tmp_path / "serve.log", 1) as (_, port):
         statuses = [get(f"http://{HOST}:{port}/answer/q11")[0] for _ in range(SENT)]
         status, text = get(f"http://{HOST}:{metrics_port}/metrics")
         assert status == 200

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.project_copy import copy_project, edit_thresholds
+from tools.project_copy import copy_project, edit_thresholds
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from rag_contract.quality.gate import GateContext, checks, run_check
-from tests.support.project_copy import copy_project, edit_thresholds
+from tools.project_copy import copy_project, edit_thresholds
 
 
 def fast_measure(fn):
@@ -229,7 +229,7 @@ def test_the_gate_imports_no_http_client_and_needs_no_key(copy):
 import sys, os
 from pathlib import Path
 from rag_contract.quality.gate import GateContext, checks, run_check
-from tests.support.project_copy import copy_project, edit_thresholds
+from tools.project_copy import copy_project, edit_thresholds
 ctx = GateContext(Path({str(copy)!r}), measure=lambda fn: (fn(), 0.0)[1])
 bad = [c.id for c in checks(ctx) if not run_check(c, ctx).passed]
 assert not bad, bad

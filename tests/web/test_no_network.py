@@ -21,7 +21,7 @@ import pytest
 
 from rag_contract.embedders.local import TELEMETRY_ENV
 from tests.support.live_server import until_embedder_loaded
-from tests.support.network_trace import STRACE, TELEMETRY_STORE, stray, traced
+from tools.network_trace import STRACE, TELEMETRY_STORE, stray, traced
 
 pytestmark = [
     pytest.mark.slow,

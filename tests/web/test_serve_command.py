@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from rag_contract.cli import main
 from rag_contract.web import serving
-from tests.support.project_copy import copy_project, edit_thresholds
+from tools.project_copy import copy_project, edit_thresholds
 
 MARK_CHARS = 123  # a max_question_chars only the copy has
 

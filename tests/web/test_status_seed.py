@@ -8,7 +8,7 @@ from starlette.testclient import TestClient
 from rag_contract.index.status import IndexStatus, StatusCache, index_status
 from rag_contract.project import Paths
 from rag_contract.web.serving import build_served_app
-from tests.support.project_copy import copy_project, edit_thresholds
+from tools.project_copy import copy_project, edit_thresholds
 
 
 def _rechunk(raw: dict) -> None:

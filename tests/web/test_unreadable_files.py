@@ -13,7 +13,7 @@ from rag_contract.cli import main
 from rag_contract.config.thresholds import ThresholdsError, load_thresholds
 from rag_contract.index.store import IndexLoadError, read_meta
 from rag_contract.web.serving import build_served_app
-from tests.support.project_copy import copy_project
+from tools.project_copy import copy_project
 
 
 @pytest.fixture

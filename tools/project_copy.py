@@ -11,7 +11,7 @@ import yaml
 
 def copy_project(root: Path, dst: Path) -> Path:
     """What the gate reads, copied from ``root`` into ``dst``."""
-    dst.mkdir(exist_ok=True)
+    dst.mkdir(parents=True, exist_ok=True)
     for name in ("corpus", "index", "eval"):
         shutil.copytree(root / name, dst / name)
     shutil.copy(root / "pyproject.toml", dst / "pyproject.toml")
