@@ -11,7 +11,8 @@ Contract (``Admission(limits)``, used as ``async with admission.slot(): ...``):
 
 - at most ``limits.max_in_flight`` slots are held at once;
 - a request that finds them all held waits in a FIFO queue of at most ``limits.max_queued``;
-  a request that finds the queue full is refused at once with ``Shed("queue_full")``;
+  a request that finds the queue full is refused at once with ``Shed("queue_full")``, and
+  ``refusal_now()`` says so before the request's body is even read;
 - a queued request that has not been handed a slot within ``limits.max_queue_wait_ms`` is
   refused with ``Shed("queue_wait")``; so no request waits longer than that to be admitted,
   and an admitted request starts its deadline with it whole;
@@ -70,6 +71,14 @@ class Admission:
     @property
     def queued(self) -> int:
         return sum(1 for f in self._waiting if not f.done())
+
+    def refusal_now(self) -> Shed | None:
+        """The ``Shed`` a request arriving now would meet at once (every slot held and the queue
+        full), or None: asked before a request's body is read and screened, so a refused request
+        costs no more than its headers."""
+        if self._in_flight >= self.limits.max_in_flight and self.queued >= self.limits.max_queued:
+            return Shed("queue_full", self.limits)
+        return None
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:

@@ -528,6 +528,11 @@ async def get_answer(request: Request) -> Response:
 async def post_ask(request: Request) -> Response:
     web = _web(request)
     max_chars = web.max_question_chars
+    if (shed := web.admission.refusal_now()) is not None:
+        # Overloaded: refuse before reading, parsing and screening a body that would be refused
+        # anyway; the unread body means the connection closes.
+        mark_shed(request.scope, shed.reason)
+        return _json(shed.as_dict(), 503, extra=_retry_after(shed.retry_after_s) | {"Connection": "close"})
     try:
         require_json(request.headers.get("content-type"))
         try:

@@ -305,3 +305,33 @@ def test_a_shed_request_is_observed_refused_with_the_admissions_reason(reason):
     assert client.post("/ask").status_code == 503
     assert client.get("/health").status_code == 503
     assert [f.refused for f in seen] == [f"shed_{reason}"] * 2
+
+
+def test_refusal_now_is_the_shed_a_request_would_meet_on_arrival():
+    async def scenario() -> list[str | None]:
+        admission, release = Admission(LIMITS), asyncio.Event()
+        seen = [getattr(admission.refusal_now(), "reason", None)]
+        held = []
+        for i in range(LIMITS.max_in_flight + LIMITS.max_queued):
+            held.append(asyncio.create_task(_hold(admission, str(i), [], release)))
+            await asyncio.sleep(0.01)
+            seen.append(getattr(admission.refusal_now(), "reason", None))
+        release.set()
+        await asyncio.gather(*held)
+        seen.append(getattr(admission.refusal_now(), "reason", None))
+        return seen
+
+    # free, one held, both held, then 1, 2 and 3 queued (full), and free again
+    assert asyncio.run(scenario()) == [None, None, None, None, None, "queue_full", None]
+
+
+def test_an_overloaded_ask_is_refused_before_its_body_is_read(project, index, tmp_path, embedder):
+    t = generous(project.thresholds)
+    t = dataclasses.replace(t, admission=dataclasses.replace(t.admission, max_in_flight=1, max_queued=0))
+    app = make_app(project, Registry(index), drafts=tmp_path, embedder=embedder, thresholds=t)
+    app.state.web.admission._in_flight = 1  # one answer already running; the queue holds none
+    with TestClient(app) as client:
+        # Not even JSON: had the body been read, this would be a 4xx, not the shed.
+        r = client.post("/ask", content=b"\xff not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 503 and r.json()["reason"] == "queue_full"
+    assert r.headers["retry-after"] == "1" and r.headers["connection"] == "close"
