@@ -30,7 +30,7 @@ from opentelemetry.sdk.resources import Resource
 from rag_contract.observability.otlp_wire import SPAN_KIND_INTERNAL, SPAN_KIND_SERVER, WireEncoder, WireSpan
 from rag_contract.observability.redaction import client_key
 from rag_contract.observability.request import RequestFacts
-from rag_contract.observability.trace_queue import TraceQueue, TraceRecord
+from rag_contract.observability.trace_queue import TraceQueue, TraceRecord, nonzero_id
 from rag_contract.observability.tracing import SharedLayers, span_plan
 
 logger = logging.getLogger(__name__)
@@ -149,10 +149,8 @@ def wire_spans(
 
 
 def new_span_id(bits: Callable[[int], int] = random.getrandbits) -> int:
-    while True:
-        sid = bits(64)
-        if sid:
-            return sid
+    """A random non-zero 64-bit span id."""
+    return nonzero_id(64, bits)
 
 
 class OtelTracer:

@@ -40,12 +40,17 @@ class TraceRecord:
     facts: RequestFacts
 
 
-def new_trace_id(bits: Callable[[int], int] = random.getrandbits) -> int:
-    """A random non-zero 128-bit id (zero is the invalid trace id)."""
+def nonzero_id(width: int, bits: Callable[[int], int] = random.getrandbits) -> int:
+    """A random non-zero id of ``width`` bits (zero is the invalid trace and span id)."""
     while True:
-        tid = bits(128)
-        if tid:
-            return tid
+        value = bits(width)
+        if value:
+            return value
+
+
+def new_trace_id(bits: Callable[[int], int] = random.getrandbits) -> int:
+    """A random non-zero 128-bit trace id."""
+    return nonzero_id(128, bits)
 
 
 class TraceQueue:
