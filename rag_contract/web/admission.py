@@ -76,7 +76,9 @@ class Admission:
         """The ``Shed`` a request arriving now would meet at once (every slot held and the queue
         full), or None: asked before a request's body is read and screened, so a refused request
         costs no more than its headers."""
-        if self._in_flight >= self.limits.max_in_flight and self.queued >= self.limits.max_queued:
+        queued = self.queued
+        # Full queue, unless a slot is free with nobody ahead (with max_queued 0, "full" is always).
+        if queued >= self.limits.max_queued and (queued or self._in_flight >= self.limits.max_in_flight):
             return Shed("queue_full", self.limits)
         return None
 
@@ -90,11 +92,11 @@ class Admission:
             self._release()
 
     async def _acquire(self) -> None:
+        if (shed := self.refusal_now()) is not None:
+            raise shed
         if self._in_flight < self.limits.max_in_flight and not self.queued:
             self._in_flight += 1
             return
-        if self.queued >= self.limits.max_queued:
-            raise Shed("queue_full", self.limits)
         handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(handed)
         try:
