@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -68,6 +66,7 @@ from starlette.routing import Route
 
 from rag_contract.config.thresholds import load_thresholds
 from rag_contract.project import Paths, find_root, load_project
+from tools.machine import load_average, machine
 
 CONFIGS = ("bare", "one_worker", "two_workers")
 DEFAULT_CLIENTS = (1, 4, 16, 64)
@@ -720,9 +719,7 @@ def run_load(
     checks = [c["limiter_check"]["passed"] for c in results.values() if "limiter_check" in c]
     return {
         "meta": {
-            "date": dt.datetime.now(dt.UTC).date().isoformat(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
+            **machine(),
             "wrk": wrk_version(wrk_path),
             "wrk_threads": WRK_THREADS,
             "duration_s": int(duration_s),
@@ -738,7 +735,7 @@ def run_load(
             },
             "wall_s": round(time.monotonic() - started, 1),
             # Other work on a shared machine moves every figure: how much of it there was.
-            "load_average_1m": round(os.getloadavg()[0], 2),
+            "load_average_1m": load_average(),
         },
         "configs": results,
         "ratios": ratio,

@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
-import os
-import platform
 import shutil
 import statistics
 import sys
@@ -51,6 +48,7 @@ from tools.loadtest import (
     server_env,
     wrk_version,
 )
+from tools.machine import load_average, machine
 
 MODES = ("off", "on")
 DEFAULT_ROUNDS = 5
@@ -155,9 +153,7 @@ def run(
         received = {"requests": sink.requests, "bytes": sink.bytes}
     return {
         "meta": {
-            "date": dt.datetime.now(dt.UTC).date().isoformat(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
+            **machine(),
             "wrk": wrk_version(wrk_path),
             "path": f"/answer/{QUESTION_ID}",
             "workers": 1,
@@ -168,7 +164,7 @@ def run(
             "order": "off, on alternately",
             "on": "traces (OTLP/HTTP to a loopback sink) and metrics (own port)",
             "wall_s": round(time.monotonic() - started, 1),
-            "load_average_1m": round(os.getloadavg()[0], 2),
+            "load_average_1m": load_average(),
         },
         "runs_rps": runs,
         **summarize(runs),

@@ -34,13 +34,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import hashlib
 import io
 import itertools
 import json
-import os
-import platform
 import shutil
 import socket
 import statistics
@@ -66,6 +63,7 @@ from rag_contract.project import Paths, find_root
 from rag_contract.web.ratelimit import Allowance, MemoryStore
 from rag_contract.web.ratelimit.identity import client_identity
 from tools import body_memory, injection, loadtest
+from tools.machine import load_average, machine
 from tools.network_trace import STRACE, stray, traced
 from tools.project_copy import copy_project
 
@@ -955,12 +953,10 @@ def report(cases: Sequence[Case], tally: Tally, tracebacks: Mapping[str, int], w
     rows = [c.as_dict() for c in cases]
     return {
         "meta": {
-            "date": dt.datetime.now(dt.UTC).date().isoformat(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
+            **machine(),
             "command": "python -m tools.probe",
             "wall_s": wall_s,
-            "load_average_1m": round(os.getloadavg()[0], 2),
+            "load_average_1m": load_average(),
             "identities_measured": "in process (the served MemoryStore), and over HTTP for one wrk run",
         },
         "cases": rows,

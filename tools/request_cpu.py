@@ -33,12 +33,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import datetime as dt
 import io
 import json
 import logging
 import os
-import platform
 import pstats
 import statistics
 import subprocess
@@ -63,6 +61,7 @@ from rag_contract.web.ratelimit import MemoryStore
 from rag_contract.web.serving import build_served_app
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 from tools import loadtest, observability_load
+from tools.machine import load_average, machine
 
 CASES = ("bare", "full", "revalidate", "observed")
 LAYERS = ("asgi", "http")
@@ -382,13 +381,11 @@ def report(results: dict[tuple[str, str], list[Spent]], count: int, rounds: int)
     }
     return {
         "meta": {
-            "date": dt.datetime.now(dt.UTC).date().isoformat(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
+            **machine(),
             "path": PATH,
             "requests": count,
             "rounds": rounds,
-            "load_average_1m": round(os.getloadavg()[0], 2),
+            "load_average_1m": load_average(),
         },
         "rows": rows,
         "ratios": ratios,

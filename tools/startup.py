@@ -26,10 +26,8 @@ from __future__ import annotations
 import argparse
 import compileall
 import contextlib
-import datetime as dt
 import json
 import os
-import platform
 import signal
 import socket
 import statistics
@@ -43,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_contract.project import Paths, find_root
+from tools.machine import load_average, machine
 
 HOST = "127.0.0.1"  # loopback only, by construction
 DEFAULT_RUNS = 5
@@ -204,13 +203,11 @@ def run(root: Path, runs: int = DEFAULT_RUNS) -> dict[str, Any]:
     summary = summarise(measured)
     return {
         "meta": {
-            "date": dt.datetime.now(dt.UTC).date().isoformat(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
+            **machine(),
             "runs": runs,
             "poll_s": POLL_S,
             "idle_s": IDLE_S,
-            "load_average_1m": round(os.getloadavg()[0], 2),
+            "load_average_1m": load_average(),
             "command": "rag-contract serve --host 127.0.0.1 --port <free>",
             "bytecode": "the package compiled before the runs",
         },
