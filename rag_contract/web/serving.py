@@ -416,36 +416,23 @@ def metrics_endpoint(settings: Settings, workers: int = 1) -> Iterator[Any]:
     if settings.metrics_port is None:
         yield None
         return
-    if workers <= 1:
-        from rag_contract.observability.metrics import own_registry, serve_metrics  # noqa: PLC0415 - only when on
+    directory = tempfile.mkdtemp(prefix="rag-contract-metrics-") if workers > 1 else None
+    if directory is not None:
+        os.environ[MULTIPROC_ENV] = directory
+    from rag_contract.observability.metrics import own_registry, serve_metrics  # noqa: PLC0415 - only when on
 
-        registry = own_registry()
-        server, _ = serve_metrics(settings.metrics_host, settings.metrics_port, registry)
-        _metrics_announced(settings)
-        try:
-            yield registry
-        finally:
-            server.shutdown()
-            server.server_close()
-        return
-    directory = tempfile.mkdtemp(prefix="rag-contract-metrics-")
-    os.environ[MULTIPROC_ENV] = directory
-    from rag_contract.observability.metrics import serve_metrics  # noqa: PLC0415 - prometheus_client only when on
-
-    server, _ = serve_metrics(settings.metrics_host, settings.metrics_port)
-    _metrics_announced(settings)
-    try:
-        yield None
-    finally:
-        server.shutdown()
-        server.server_close()
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _metrics_announced(settings: Settings) -> None:
+    registry = own_registry() if directory is None else None
+    server, _ = serve_metrics(settings.metrics_host, settings.metrics_port, registry)
     logging.getLogger("uvicorn.error").info(
         "Metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port
     )
+    try:
+        yield registry
+    finally:
+        server.shutdown()
+        server.server_close()
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def tcp_listener(host: str, port: int) -> socket.socket:
