@@ -412,6 +412,12 @@ def _retry_after(seconds: int) -> dict[str, str]:
     return {"Retry-After": str(seconds)}
 
 
+def _shed(request: Request, shed: Shed, extra: dict[str, str] | None = None) -> Response:
+    """The 503 for a request admission control refused, noted for the observer."""
+    mark_shed(request.scope, shed.reason)
+    return _json(shed.as_dict(), 503, extra=_retry_after(shed.retry_after_s) | (extra or {}))
+
+
 def _retry(web: WebState, outcome: Outcome) -> dict[str, str] | None:
     """When a failed answer may be asked again, and the client is told when: an abandoned answer
     spent its deadline under load (the admission's wait); a service failure names its own (the
@@ -531,8 +537,7 @@ async def post_ask(request: Request) -> Response:
     if (shed := web.admission.refusal_now()) is not None:
         # Overloaded: refuse before reading, parsing and screening a body that would be refused
         # anyway; the unread body means the connection closes.
-        mark_shed(request.scope, shed.reason)
-        return _json(shed.as_dict(), 503, extra=_retry_after(shed.retry_after_s) | {"Connection": "close"})
+        return _shed(request, shed, {"Connection": "close"})
     try:
         require_json(request.headers.get("content-type"))
         try:
@@ -550,8 +555,7 @@ async def post_ask(request: Request) -> Response:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
-        mark_shed(request.scope, exc.reason)
-        return _json(exc.as_dict(), 503, extra=_retry_after(exc.retry_after_s))
+        return _shed(request, exc)
     note(request, outcome)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version, _retry(web, outcome))
 
