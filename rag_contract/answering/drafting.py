@@ -2,10 +2,11 @@
 
 Drafting is the one step that is not arithmetic, so it sits behind a protocol:
 
-- ``ExtractiveDrafter``: deterministic, no model. Quotes the sentences of the retrieved sections
-  that score best against the question by meaning and by words (``evidence``), each citing its
-  section. It does not decide whether they answer: grounding checks each claim against its
-  passage and the relevance check (``relevance``) whether the kept claims address the question.
+- ``ExtractiveDrafter``: deterministic, no model. Quotes, from each of the top few retrieved
+  sections, the sentence that scores best against the question by meaning and by words
+  (``evidence``), each citing its section. It does not decide whether they answer: grounding
+  checks each claim against its passage and the relevance check (``relevance``) whether the kept
+  claims address the question.
 - ``FixtureDrafter``: replays ``eval/fixtures/drafts/<question id>.json``. It freezes the
   drafter's output and nothing else: retrieval, grounding and the state decision rerun on
   every replay. It is the only drafter the gate can reach.
@@ -72,19 +73,26 @@ def _claim_text(e: Evidence, passage: PassageText) -> str:
 
 @dataclass(frozen=True)
 class ExtractiveDrafter:
-    """Quotes the best-scoring sentences of the offered passages (``evidence.score_evidence``),
-    at most ``max_claims``, each citing its section; a sentence that cannot stand alone takes
-    the next one with it. It always drafts: whether the claims answer the question is the
-    relevance check's decision, made where it can be measured."""
+    """Quotes the best-scoring sentence (``evidence.score_evidence``) of each of the ``sections``
+    top-ranked passages, best first, at most ``max_claims``, each citing its section; a sentence
+    that cannot stand alone takes the next one with it. It always drafts: whether the claims
+    answer the question is the relevance check's decision, made where it can be measured.
+
+    One sentence per section, from the top few only: where retrieval cannot tell sibling sections
+    apart (the syntax rule and the processing rule, the request and the response directive), a
+    second sentence of the first section used to displace the one sibling that answered, and a
+    sentence from a section ranked far down rarely answers anything. ``sections`` is fitted with
+    cross-validation (``rag-contract calibrate``); docs/adr/0003 has the measurements."""
 
     max_claims: int
     lexical_weight: float
+    sections: int
     name: str = "extractive"
 
     @classmethod
     def committed(cls, drafting: DraftingConfig) -> ExtractiveDrafter:
         """The drafter as ``eval/thresholds.yaml`` configures it (term weights come with each request's index)."""
-        return cls(drafting.extractive_max_claims, drafting.evidence_lexical_weight)
+        return cls(drafting.extractive_max_claims, drafting.evidence_lexical_weight, drafting.extractive_sections)
 
     def draft(
         self,
@@ -94,12 +102,17 @@ class ExtractiveDrafter:
         query: Query | None = None,
     ) -> tuple[Claim, ...]:
         query = query or Query(None, TermWeights.uniform())
-        by_id = {p.section_id: p for p in passages}
+        offered = passages[: self.sections]
+        by_id = {p.section_id: p for p in offered}
         claims: list[Claim] = []
-        for e in score_evidence(question, query, passages, self.lexical_weight):
+        quoted: set[str] = set()
+        for e in score_evidence(question, query, offered, self.lexical_weight):
+            if e.section_id in quoted:
+                continue
             claim = Claim(_claim_text(e, by_id[e.section_id]), e.section_id)
             if all(claim.text not in c.text and c.text not in claim.text for c in claims):
                 claims.append(claim)
+                quoted.add(e.section_id)
             if len(claims) == self.max_claims:
                 break
         return tuple(claims)

@@ -81,6 +81,7 @@ class GroundingConfig:
 @dataclass(frozen=True)
 class DraftingConfig:
     extractive_max_claims: int
+    extractive_sections: int  # the extractive drafter quotes from this many top-ranked sections (fitted)
     evidence_lexical_weight: float
     live_model: str
     max_completion_tokens: int
@@ -213,6 +214,7 @@ _SCHEMA: dict[str, Any] = {
     "grounding": {"coverage_floor": (_NUMBER, _between(0.0, 1.0))},
     "drafting": {
         "extractive_max_claims": (int, _up_to(50)),
+        "extractive_sections": (int, _up_to(100)),
         "evidence_lexical_weight": (_NUMBER, _between(0.0, MAX_WEIGHT)),
         "live_model": (str, None),
         "max_completion_tokens": (int, _up_to(128_000)),  # past a long-context window: no bar
@@ -361,6 +363,11 @@ def check_rules(t: Thresholds) -> None:
         raise ThresholdsError(
             f"relevance.refuse_below: must be at most relevance.answer_at ({t.relevance.answer_at}), "
             f"got {t.relevance.refuse_below}"
+        )
+    if t.drafting.extractive_sections > t.retrieval.top_k:
+        raise ThresholdsError(
+            f"drafting.extractive_sections: the drafter can quote only the retrieval.top_k "
+            f"({t.retrieval.top_k}) sections it is offered, got {t.drafting.extractive_sections}"
         )
     if t.admission.max_queue_wait_ms > b.request_deadline_ms / 2:
         raise ThresholdsError(

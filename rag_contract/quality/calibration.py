@@ -7,7 +7,11 @@ What is fitted (all of it committed to eval/thresholds.yaml from the fit on ever
   class-balanced logistic regression of "is an expected section" over each answerable question's
   candidate sections;
 - ``drafting.evidence_lexical_weight``: from ``LEXICAL_WEIGHTS``, the one whose drafts cite an
-  expected section most often on the training questions;
+  expected section most often on the training questions (for each candidate of the next);
+- ``drafting.extractive_sections``: from ``SECTIONS``, the number of top-ranked sections the
+  extractive drafter quotes from whose answers, once relevance is fitted on the training
+  questions, net the most correct answers minus ``FALSE_ANSWER_COST`` x unanswerable questions
+  answered there (ties to fewer sections);
 - ``relevance.weights``: a class-balanced logistic regression of "an answerable question whose
   kept claims cite an expected section" against everything else, on the relevance features;
 - ``relevance.answer_at``: the logit that maximises correct answers minus
@@ -44,6 +48,7 @@ from rag_contract.retrieval.ranking import section_features
 
 FOLDS = 5
 LEXICAL_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
+SECTIONS = (3, 4, 5)
 # An unanswerable question answered as if the corpus said so costs as much as this many
 # answerable questions left unanswered: inventing is worse than declining, by a margin set here
 # (docs/adr/0003-relevance-and-calibration.md shows what 4, 8 and 16 trade).
@@ -136,11 +141,11 @@ class Row:
     cites_expected: bool
 
 
-def with_params(t: Thresholds, fusion: Mapping[str, float], lexical_weight: float) -> Thresholds:
+def with_params(t: Thresholds, fusion: Mapping[str, float], lexical_weight: float, sections: int) -> Thresholds:
     return replace(
         t,
         retrieval=replace(t.retrieval, serving_mode="fused", fusion=dict(fusion)),
-        drafting=replace(t.drafting, evidence_lexical_weight=lexical_weight),
+        drafting=replace(t.drafting, evidence_lexical_weight=lexical_weight, extractive_sections=sections),
     )
 
 
@@ -231,12 +236,14 @@ def fit_relevance(rows: Sequence[Row], false_answer_cost: float = FALSE_ANSWER_C
 class Params:
     fusion: Mapping[str, float]
     lexical_weight: float
+    sections: int
     relevance: RelevanceConfig
 
     def as_dict(self) -> dict:
         return {
             "retrieval.fusion": dict(self.fusion),
             "drafting.evidence_lexical_weight": self.lexical_weight,
+            "drafting.extractive_sections": self.sections,
             "relevance.weights": dict(self.relevance.weights),
             "relevance.answer_at": self.relevance.answer_at,
             "relevance.refuse_below": self.relevance.refuse_below,
@@ -259,12 +266,10 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
     for f in range(FOLDS):
         train = [q for q in questions if assignment[q.id] != f]
         test = [q for q in questions if assignment[q.id] == f]
-        params, rows_by_weight = _fit(
-            index, project.thresholds, train, questions, vectors, query_vector, false_answer_cost
-        )
+        params, rows = _fit(index, project.thresholds, train, questions, vectors, query_vector, false_answer_cost)
         per_fold.append(params.as_dict())
         test_ids = {q.id for q in test}
-        for r in rows_by_weight[params.lexical_weight]:
+        for r in rows:
             if r.id in test_ids:
                 oof_rows[r.id] = r
                 oof_states[r.id] = state_of(r, params.relevance)
@@ -272,10 +277,8 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
         for q in test:
             if q.answerable:
                 oof_ranks[q.id] = expected_rank(index, q, vectors[q.question], params.fusion)
-    full, rows_by_weight = _fit(
-        index, project.thresholds, questions, questions, vectors, query_vector, false_answer_cost
-    )
-    in_rows = {r.id: r for r in rows_by_weight[full.lexical_weight]}
+    full, rows = _fit(index, project.thresholds, questions, questions, vectors, query_vector, false_answer_cost)
+    in_rows = {r.id: r for r in rows}
     in_states = {qid: state_of(r, full.relevance) for qid, r in in_rows.items()}
     in_ranks = {q.id: expected_rank(index, q, vectors[q.question], full.fusion) for q in questions if q.answerable}
     in_logits = {
@@ -308,6 +311,17 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
     }
 
 
+def net_answers(rows: Sequence[Row], relevance: RelevanceConfig, false_answer_cost: float) -> float:
+    """Correct answers (grounded, citing an expected section) minus ``false_answer_cost`` x
+    unanswerable questions answered, as ``state_of`` decides them under ``relevance``."""
+    correct = false = 0
+    for r in rows:
+        if state_of(r, relevance) == "grounded":
+            correct += r.answerable and r.cites_expected
+            false += not r.answerable
+    return correct - false_answer_cost * false
+
+
 def _fit(
     index: Index,
     thresholds: Thresholds,
@@ -316,20 +330,29 @@ def _fit(
     vectors: Mapping[str, np.ndarray],
     query_vector: Callable,
     false_answer_cost: float,
-) -> tuple[Params, dict[float, list[Row]]]:
+) -> tuple[Params, list[Row]]:
+    """The parameters fitted on ``train``, with every question of ``everyone`` answered under them."""
     fusion = fit_fusion(index, [q for q in train if q.answerable], vectors)
     train_ids = {q.id for q in train}
-    rows_by_weight = {
-        lw: answer_rows(index, with_params(thresholds, fusion, lw), everyone, query_vector) for lw in LEXICAL_WEIGHTS
-    }
+    best: tuple[float, Params, list[Row]] | None = None
+    for sections in SECTIONS:
+        rows_by_weight = {
+            lw: answer_rows(index, with_params(thresholds, fusion, lw, sections), everyone, query_vector)
+            for lw in LEXICAL_WEIGHTS
+        }
 
-    def cited(lw: float) -> int:
-        return sum(r.cites_expected for r in rows_by_weight[lw] if r.id in train_ids)
+        def cited(lw: float, by_weight: Mapping[float, list[Row]] = rows_by_weight) -> int:
+            return sum(r.cites_expected for r in by_weight[lw] if r.id in train_ids)
 
-    # ties go to the smaller weight: meaning first, words second
-    lexical_weight = max(LEXICAL_WEIGHTS, key=lambda lw: (cited(lw), -lw))
-    relevance = fit_relevance([r for r in rows_by_weight[lexical_weight] if r.id in train_ids], false_answer_cost)
-    return Params(fusion, lexical_weight, relevance), rows_by_weight
+        # ties go to the smaller weight: meaning first, words second
+        lexical_weight = max(LEXICAL_WEIGHTS, key=lambda lw: (cited(lw), -lw))
+        trained = [r for r in rows_by_weight[lexical_weight] if r.id in train_ids]
+        relevance = fit_relevance(trained, false_answer_cost)
+        net = net_answers(trained, relevance, false_answer_cost)
+        if best is None or net > best[0]:  # ties go to fewer sections
+            best = (net, Params(fusion, lexical_weight, sections, relevance), rows_by_weight[lexical_weight])
+    assert best is not None
+    return best[1], best[2]
 
 
 def _rate(n: int, d: int) -> float:

@@ -181,5 +181,5 @@ def test_evidence_prefers_the_sentence_closest_in_meaning(index):
 def test_a_lead_in_sentence_takes_the_next_one_with_it(index):
     text = "The rule is simple:"
     passage = PassageText("s", "T", "", (text, "Every cookie carries a name and a value."), None)
-    claims = ExtractiveDrafter(3, 1.0).draft(None, "rule simple", [passage], Query(None, TermWeights.uniform()))
+    claims = ExtractiveDrafter(3, 1.0, 4).draft(None, "rule simple", [passage], Query(None, TermWeights.uniform()))
     assert claims[0].text == "The rule is simple: Every cookie carries a name and a value."

@@ -39,6 +39,7 @@ BASE: dict[str, Any] = {
     "grounding": {"coverage_floor": 1},
     "drafting": {
         "extractive_max_claims": 3,
+        "extractive_sections": 4,
         "evidence_lexical_weight": 0,
         "live_model": "gpt-4o-mini",
         "max_completion_tokens": 400,
@@ -97,8 +98,15 @@ def test_the_base_document_parses_field_by_field():
     assert dict(r.ceilings) == {"q01": 5, "q02": 1}
     assert t.grounding.coverage_floor == 1.0 and type(t.grounding.coverage_floor) is float
     d = t.drafting
-    assert (d.extractive_max_claims, d.evidence_lexical_weight, d.live_model, d.max_completion_tokens) == (
+    assert (
+        d.extractive_max_claims,
+        d.extractive_sections,
+        d.evidence_lexical_weight,
+        d.live_model,
+        d.max_completion_tokens,
+    ) == (
         3,
+        4,
         0,
         "gpt-4o-mini",
         400,
@@ -342,6 +350,18 @@ def test_the_refusal_line_is_at_most_the_answer_line(refuse_below, ok):
         assert parse_thresholds(raw).relevance.refuse_below == refuse_below
     else:
         assert refusal(raw) == "relevance.refuse_below: must be at most relevance.answer_at (1.0), got 1.01"
+
+
+@pytest.mark.parametrize(("sections", "ok"), [(9, True), (10, True), (11, False)])
+def test_the_drafter_quotes_only_sections_it_is_offered(sections, ok):
+    raw = edited(drafting__extractive_sections=sections)
+    if ok:
+        assert parse_thresholds(raw).drafting.extractive_sections == sections
+    else:
+        assert refusal(raw) == (
+            "drafting.extractive_sections: the drafter can quote only the retrieval.top_k (10) sections "
+            "it is offered, got 11"
+        )
 
 
 @pytest.mark.parametrize(("burst", "ok"), [(59, True), (60, True), (61, False)])
