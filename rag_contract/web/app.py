@@ -46,7 +46,9 @@ Every response that carries an answer or a section from an index carries
 ``X-Index-Version``, equal to the body's ``index_version``; it is taken from the outcome
 (the index the request acquired), never from the registry afterwards. The rate limiter is
 the first middleware (inside only Starlette's error guard), so a 429 or a
-limiter-unavailable 503 never runs a handler and never carries the header.
+limiter-unavailable 503 never runs a handler and never carries the header. What it admits for
+``GET /answer/{id}`` goes from there straight to that route's ASGI endpoint
+(``FixedAnswerEndpoint``, via ``direct_route.py``); every other request goes through the router.
 
 Handlers translate: the state, status and version come from the core objects; the few
 rules here (health status, page status, what /section answers, content negotiation) are
@@ -73,6 +75,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from rag_contract.answering.drafting import DraftError
 from rag_contract.answering.free_text import (
@@ -92,6 +95,7 @@ from rag_contract.index.store import Index
 from rag_contract.observability.observer import Observer
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
 from rag_contract.web.bounded_body import BodyTimeout, BodyTooLarge, read_bounded
+from rag_contract.web.direct_route import DirectRoute
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
@@ -362,17 +366,6 @@ _NOSNIFF = (b"x-content-type-options", b"nosniff")
 _JSON_TYPE = (b"content-type", b"application/json")
 
 
-class RawResponse(Response):
-    """A response whose header fields are given as ASGI pairs (lower-case names, in order),
-    sent as they are: no rendering, no fields added."""
-
-    def __init__(self, body: bytes, status_code: int, raw_headers: list[tuple[bytes, bytes]]):
-        self.status_code = status_code
-        self.body = body
-        self.background = None
-        self.raw_headers = raw_headers
-
-
 def _validator_fields(version: str | None, tag: str) -> list[tuple[bytes, bytes]]:
     """``_headers(version, {"ETag": tag})`` as ASGI pairs."""
     fields = [(b"cache-control", CACHE_CONTROL.encode())]
@@ -506,29 +499,41 @@ async def get_questions(request: Request) -> Response:
     )
 
 
-async def get_answer(request: Request) -> Response:
-    web = _web(request)
-    qid = request.path_params["qid"]
-    q = web.by_id.get(qid)
-    if q is None:
-        return _json(_not_found("question", qid), 404)
-    # Computing a fixed answer is ~1 ms of GIL-bound work (committed vector, recorded
-    # draft), and reusing one far less: run inline. A thread hop buys no parallelism here,
-    # only a second queue whose waits would be billed to the request's deadline.
-    served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
-    if not isinstance(served, Served):
-        note(request, served)
-        return _json(served.as_dict(), served.http_status, served.index_version, _retry(web, served))
-    entity = served.entity
-    note(request, entity.answer, served.budget)
-    # The fields _validated and _json would give, in their order, written as ASGI pairs at once:
-    # this route is the one that serves a kept answer per request.
-    fields = _validator_fields(entity.answer.index_version, entity.etag)
-    if not_modified(_first_field(request.scope, b"if-none-match"), entity.etag):
-        return RawResponse(b"", 304, fields)
-    body = entity.body(served.budget)
-    length = (b"content-length", str(len(body)).encode())
-    return RawResponse(body, entity.answer.http_status, [_NOSNIFF, *fields, length, _JSON_TYPE])
+class FixedAnswerEndpoint:
+    """``GET /answer/{id}`` as a pure ASGI endpoint, the route ``DirectRoute`` hands requests to
+    straight from the rate limiter (``direct_route.py``): the one route that serves a kept
+    answer per request, so it builds no ``Request`` and no ``Response`` object for one."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        web: WebState = scope["app"].state.web
+        qid = scope["path_params"]["qid"]
+        q = web.by_id.get(qid)
+        if q is None:
+            await _json(_not_found("question", qid), 404)(scope, receive, send)
+            return
+        # Computing a fixed answer is ~1 ms of GIL-bound work (committed vector, recorded
+        # draft), and reusing one far less: run inline. A thread hop buys no parallelism here,
+        # only a second queue whose waits would be billed to the request's deadline.
+        served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
+        if not isinstance(served, Served):
+            note(scope, served)
+            await _json(served.as_dict(), served.http_status, served.index_version, _retry(web, served))(
+                scope, receive, send
+            )
+            return
+        entity = served.entity
+        note(scope, entity.answer, served.budget)
+        # The fields _validated and _json would give, in their order, written as ASGI pairs at once.
+        fields = _validator_fields(entity.answer.index_version, entity.etag)
+        if not_modified(_first_field(scope, b"if-none-match"), entity.etag):
+            await send({"type": "http.response.start", "status": 304, "headers": fields})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        body = entity.body(served.budget)
+        length = (b"content-length", str(len(body)).encode())
+        headers = [_NOSNIFF, *fields, length, _JSON_TYPE]
+        await send({"type": "http.response.start", "status": entity.answer.http_status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
 
 async def post_ask(request: Request) -> Response:
@@ -556,7 +561,7 @@ async def post_ask(request: Request) -> Response:
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
         return _shed(request, exc)
-    note(request, outcome)
+    note(request.scope, outcome)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version, _retry(web, outcome))
 
 
@@ -579,7 +584,7 @@ async def get_ask_page(request: Request) -> Response:
         mark_shed(request.scope, exc.reason)
         asked = question[: web.max_question_chars]
         return _page(web, "ask.html", 503, headers=_retry_after(exc.retry_after_s), asked=asked, error=exc.as_dict())
-    note(request, outcome)
+    note(request.scope, outcome)
     return _outcome_page(web, outcome, answerable=True, asked=question)
 
 
@@ -645,10 +650,10 @@ async def get_question_page(request: Request) -> Response:
     # Inline, as GET /answer/{id}.
     served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
-        note(request, served)
+        note(request.scope, served)
         return _outcome_page(web, served, answerable=q.answerable)
     answer = served.entity.answer
-    note(request, answer, served.budget)
+    note(request.scope, answer, served.budget)
     # Weak, as the answer's: the page shows the budget of the request that rendered it.
     tag = entity_tag(["page", served.entity.etag, web.presentation, str(q.answerable)], weak=True)
     headers, not_modified_reply = _validated(request, tag, answer.index_version)
@@ -688,10 +693,11 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await run_in_threadpool(observer.close)  # queued spans go out before the process ends
 
 
+ANSWER_ROUTE = Route("/answer/{qid}", FixedAnswerEndpoint(), methods=["GET"])
 ROUTES = (
     Route("/health", get_health),
     Route("/questions", get_questions),
-    Route("/answer/{qid}", get_answer),
+    ANSWER_ROUTE,
     Route("/ask", post_ask, methods=["POST"]),
     Route("/ask", get_ask_page, methods=["GET"]),
     Route("/section/{ref}", get_section),
@@ -735,6 +741,7 @@ def create_app(
         middleware=[
             *([Middleware(ObserveMiddleware, observer, ROUTES, rl.trusted_proxy_hops)] if observer else []),
             Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock),
+            Middleware(DirectRoute, route=ANSWER_ROUTE),  # what the limiter admits for it: no router
         ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,

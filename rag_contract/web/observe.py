@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -27,10 +26,11 @@ _SHED = "rag_contract.shed"
 OTHER_ROUTE = "other"  # a path no route matches: one label, however many such paths
 
 
-def note(request: Request, outcome: object, budget: BudgetReport | None = None) -> None:
-    """Record what the core answered for this request (and the budget it reports, when that is
-    not the outcome's own), for the observer; costs one dict store when nobody observes."""
-    request.scope.setdefault("state", {})[_OUTCOME] = (outcome, budget)
+def note(scope: Scope, outcome: object, budget: BudgetReport | None = None) -> None:
+    """Record what the core answered for the request of ``scope`` (and the budget it reports,
+    when that is not the outcome's own), for the observer; costs one dict store when nobody
+    observes."""
+    scope.setdefault("state", {})[_OUTCOME] = (outcome, budget)
 
 
 def mark_shed(scope: Scope, reason: str) -> None:

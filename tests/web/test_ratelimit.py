@@ -167,7 +167,34 @@ def test_memory_store_forgets_idle_buckets_without_changing_decisions():
         state, expected = refill_and_take(reference.get(key), now, allowance)
         reference[key] = state
         assert store.take(key, now, allowance) == expected
-    assert len(store) < 4_100  # ~2 000 live buckets (2 s at 1 000 clients/s), sweep slack 2x
+    assert len(store) == 2_000  # the live buckets only: the clients of the last 2 s, at 1 000 clients/s
+
+
+def test_each_take_forgets_the_buckets_full_by_then():
+    allowance = Allowance(per_minute=60, burst=2, trusted_proxy_hops=0)  # full 2 s after last use
+    store = MemoryStore()
+    store.take("a", 0.0, allowance)
+    store.take("b", 1.0, allowance)
+    store.take("a", 1.5, allowance)  # a used again: now b is the one used longest ago
+    assert len(store) == 2
+    store.take("c", 2.5, allowance)  # a and b still refilling
+    assert len(store) == 3
+    store.take("c", 3.0, allowance)  # b full at 3.0 exactly: forgotten
+    assert len(store) == 2
+    store.take("d", 10.0, allowance)  # everything else full
+    assert len(store) == 1
+
+
+def test_a_clock_stepping_back_keeps_a_full_bucket_only_as_one_that_decides_alike():
+    allowance = Allowance(per_minute=60, burst=2, trusted_proxy_hops=0)
+    store = MemoryStore(max_buckets=3)
+    store.take("late", 100.0, allowance)  # full at 102, at the front
+    assert takes(store, "early", [50.0, 50.0, 50.0], allowance)[-1] == Decision(False, 1)  # empty, full at 52
+    store.take("x", 60.0, allowance)
+    assert len(store) == 3  # "early" is full by 60 but behind a live bucket: kept for now
+    assert takes(store, "early", [60.0, 60.0, 60.0], allowance) == [Decision(True, 0)] * 2 + [Decision(False, 1)]
+    store.take("y", 60.0, allowance)
+    assert len(store) == 3  # the bound still holds: "late", used longest ago, went first
 
 
 def test_memory_store_is_atomic_under_threads():
