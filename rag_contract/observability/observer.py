@@ -20,8 +20,8 @@ from rag_contract.observability.settings import Settings
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from rag_contract.observability.export_process import ExportFailures
     from rag_contract.observability.metrics import Metrics
-    from rag_contract.observability.otel import ExportFailures
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class Observer:
         try:
             trace_id = None
             if self.tracer is not None:
-                trace_id = self.tracer.record(facts)  # queued: built and exported off the request path
+                trace_id = self.tracer.record(facts)  # queued: built and exported by another process
             if self.metrics is not None:
                 self.metrics.served(self._served_version())
                 self.metrics.record(facts)
@@ -95,10 +95,13 @@ def build_observer(
         metrics = Metrics(metrics_registry)
     tracer = failures = None
     if settings.traces_endpoint is not None:
-        from rag_contract.observability.otel import ExportFailures, otlp_tracer  # noqa: PLC0415 - the SDK only when on
+        from rag_contract.observability.export_process import (  # noqa: PLC0415 - starts a process: only when on
+            ExportFailures,
+            process_tracer,
+        )
 
         failures = ExportFailures(metrics.export_failed if metrics is not None else None)
-        tracer = otlp_tracer(
+        tracer = process_tracer(
             settings.traces_endpoint,
             settings.traces_include_text,
             settings.traces_timeout_s,

@@ -1,13 +1,14 @@
-"""The hand-off from the request path to the thread that exports traces: bounded, and never
+"""The hand-off from the request path to the thread that ships traces out: bounded, and never
 in the request's way.
 
 ``TraceQueue.record(facts)`` is all a request pays for its trace: a fresh trace id and one
 append of an immutable ``TraceRecord`` (the values already computed) to a bounded deque. One
 background thread takes records in batches (``max_batch``, or whatever is there after
-``delay_s``) and hands each batch to ``export`` (which builds the spans, redacts, encodes and
-sends them). When the queue is full the record is dropped, counted with ``on_drop`` (the export
-failures, under ``QueueFull``) and the request goes on: its access line then carries no trace id,
-since no trace with that id will exist.
+``delay_s``) and hands each batch to ``export`` (when serving: the hand-over to the exporting
+process, ``export_process``, where spans are built, redacted, encoded and sent). When the queue
+is full the record is dropped, counted with ``on_drop`` (the export failures, under
+``QueueFull``) and the request goes on: its access line then carries no trace id, since no
+trace with that id will exist.
 
 ``export`` must not raise (a raise is logged and the batch is lost, not retried); the thread
 stops at ``close``, after exporting what was queued.
@@ -34,10 +35,13 @@ DELAY_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class TraceRecord:
-    """One request to be traced: its trace id and what the HTTP layer saw."""
+    """One request to be traced: its trace id and what the HTTP layer saw. ``question_sha256``:
+    the question's digest, when it was taken before the question's text was withheld (None: the
+    facts still hold the question)."""
 
     trace_id: int
     facts: RequestFacts
+    question_sha256: str | None = None
 
 
 def nonzero_id(width: int, bits: Callable[[int], int] = random.getrandbits) -> int:
