@@ -116,6 +116,7 @@ OPTIONAL = (
     "opentelemetry.exporter",
     "prometheus_client",
     "rag_contract.observability.otel",
+    "rag_contract.observability.export_process",
     "rag_contract.observability.metrics",
 )
 
