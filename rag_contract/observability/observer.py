@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from rag_contract.observability.access_log import access_line, access_logger
+from rag_contract.observability.access_log import AccessLog
 from rag_contract.observability.request import RequestFacts
 from rag_contract.observability.settings import Settings
 
@@ -41,7 +41,7 @@ class Observer:
         served_version: Callable[[], str | None],
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
-        access: logging.Logger | None = None,
+        access: AccessLog | None = None,
         export_failures: ExportFailures | None = None,
     ):
         self._served_version = served_version
@@ -59,7 +59,7 @@ class Observer:
                 self.metrics.served(self._served_version())
                 self.metrics.record(facts)
             if self._access is not None:
-                self._access.info(access_line(facts, trace_id))
+                self._access.write(facts, trace_id)
         except Exception:  # noqa: BLE001 - observing must never fail a request or the server
             logger.exception("observing a request failed")
 
@@ -112,6 +112,6 @@ def build_observer(
         served_version=served_version,
         tracer=tracer,
         metrics=metrics,
-        access=access_logger(access_stream) if settings.access_log else None,
+        access=AccessLog(access_stream) if settings.access_log else None,
         export_failures=failures,
     )
