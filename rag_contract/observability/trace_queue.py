@@ -3,8 +3,8 @@ in the request's way.
 
 ``TraceQueue.record(facts)`` is all a request pays for its trace: a fresh trace id and one
 append of an immutable ``TraceRecord`` (the values already computed) to a bounded deque. One
-background thread takes records in batches (``max_batch``, or whatever is there after
-``delay_s``) and hands each batch to ``export`` (when serving: the hand-over to the exporting
+background thread takes records in batches (``max_batch``, or whatever is there once
+``delay_s`` has passed without a full batch) and hands each batch to ``export`` (when serving: the hand-over to the exporting
 process, ``export_process``, where spans are built, redacted, encoded and sent). When the queue
 is full the record is dropped, counted with ``on_drop`` (the export failures, under
 ``QueueFull``) and the request goes on: its access line then carries no trace id, since no
@@ -108,9 +108,12 @@ class TraceQueue:
 
     def _run(self) -> None:
         while not self._closed:
-            self._wake.wait(self._delay_s)
+            full = self._wake.wait(self._delay_s)
             self._wake.clear()
-            self._drain(everything=True)
+            # Woken by a full batch: whole batches only, the rest waits for the next one (or the
+            # delay). Draining to empty under load would hand over a few records at a time, each
+            # hand-over taking the interpreter from the requests.
+            self._drain(everything=not full)
         self._drain(everything=True)
 
     def flush(self, timeout_s: float = 10.0) -> bool:
