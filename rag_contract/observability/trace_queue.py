@@ -4,8 +4,9 @@ in the request's way.
 ``TraceQueue.record(facts)`` is all a request pays for its trace: a fresh trace id and one
 append of an immutable ``TraceRecord`` (the values already computed) to a bounded deque. One
 background thread takes records in batches (``max_batch``, or whatever is there once
-``delay_s`` has passed without a full batch) and hands each batch to ``export`` (when serving: the hand-over to the exporting
-process, ``export_process``, where spans are built, redacted, encoded and sent). When the queue
+``delay_s`` has passed without a full batch) and hands each batch to ``export`` (when serving:
+the hand-over to the exporting process, ``export_process``, where spans are built, redacted,
+encoded and sent). When the queue
 is full the record is dropped, counted with ``on_drop`` (the export failures, under
 ``QueueFull``) and the request goes on: its access line then carries no trace id, since no
 trace with that id will exist.
