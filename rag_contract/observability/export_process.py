@@ -1,12 +1,12 @@
 """Traces leave from a process of their own: the serving process only queues records and hands
 them over, so building, redacting, encoding and sending spans never holds its interpreter.
 
-``ProcessTracer`` is what the observer records to: a ``TraceQueue`` (one append per request)
-whose thread hands each batch to ``ExportProcess``. That starts ``export_child`` (``python -m
-rag_contract.observability.export_child``, a fresh interpreter) and writes each batch to it over
-a pipe as one message of plain tuples (``pack``): the records' values, with the question, claim
-and passage text blanked unless the operator's text flag is on (the question's digest is taken
-first; counts are kept). The child builds the spans, redacts them (``otlp_wire``, the one point
+``ProcessTracer`` is what the observer records to: a ``TraceQueue`` (one append per request of
+the record packed as plain tuples, ``Packer``: the record's values, with the question, claim and
+passage text blanked unless the operator's text flag is on; the question's digest is taken first
+and counts are kept) whose thread hands each batch to ``ExportProcess``. That starts
+``export_child`` (``python -m rag_contract.observability.export_child``, a fresh interpreter) and
+writes each batch to it over a pipe as one message. The child builds the spans, redacts them (``otlp_wire``, the one point
 every export passes through) and posts them over OTLP/HTTP.
 
 The child reports each failed export back by exception type; ``ExportFailures`` in this process
@@ -101,7 +101,10 @@ class Packer:
         return digest
 
     def __call__(self, record: TraceRecord) -> tuple:
-        f = record.facts
+        return self.pack(record.trace_id, record.facts, record.question_sha256)
+
+    def pack(self, trace_id: int, f: RequestFacts, question_sha256: str | None = None) -> tuple:
+        """The record of ``f`` under ``trace_id``, packed (a ``TraceQueue`` entry)."""
         o = f.observation
         packed_o: tuple | None = None
         digest = None
@@ -112,8 +115,8 @@ class Packer:
                 question, kept, withdrawn, titles = "", _blank(kept), _blank(withdrawn), _blank(titles)
             packed_o = (o.state, o.index_version, question, o.drafter, tuple(o.stages_ms.items()), o.deadline_ms,
                         o.spent_ms, kept, withdrawn, o.withdrawn_rules, o.passage_ids, titles)  # fmt: skip
-        return (record.trace_id, f.route, f.method, f.status, f.latency_s, f.started_ns, f.client, f.refused,
-                packed_o, digest or record.question_sha256)  # fmt: skip
+        return (trace_id, f.route, f.method, f.status, f.latency_s, f.started_ns, f.client, f.refused,
+                packed_o, digest or question_sha256)  # fmt: skip
 
 
 _BLANKS = tuple(("",) * n for n in range(64))
@@ -244,10 +247,14 @@ class ExportProcess:
             child = self._child = self._start()
         return child if child is not None and not child.gone else None
 
-    def send(self, batch: Sequence[TraceRecord]) -> None:
-        """Hand ``batch`` to the child (one message); never raises. A child found gone is counted
-        and replaced, and the batch goes to the new one."""
-        message = (BATCH, [self._pack(r) for r in batch])
+    def entry(self, trace_id: int, facts: RequestFacts) -> tuple:
+        """What ``send`` takes: the record of ``facts`` under ``trace_id``, packed for the child."""
+        return self._pack.pack(trace_id, facts)
+
+    def send(self, batch: Sequence[tuple]) -> None:
+        """Hand ``batch`` (entries made by ``entry``) to the child (one message); never raises. A
+        child found gone is counted and replaced, and the batch goes to the new one."""
+        message = (BATCH, list(batch))
         broken: _Child | None = None
         for _ in range(2):
             with self._lock:
@@ -298,7 +305,7 @@ class ProcessTracer:
 
     def __init__(self, process: ExportProcess, failures: ExportFailures, **queue: Any):
         self.process = process
-        self.queue = TraceQueue(process.send, failures.add, **queue)  # max_queue, max_batch, delay_s
+        self.queue = TraceQueue(process.send, failures.add, process.entry, **queue)  # max_queue, max_batch, delay_s
 
     def record(self, facts: RequestFacts) -> str | None:
         """Queue ``facts``' trace; its trace id (32 hex digits) for the access log, None if dropped."""

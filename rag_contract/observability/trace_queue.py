@@ -2,8 +2,11 @@
 in the request's way.
 
 ``TraceQueue.record(facts)`` is all a request pays for its trace: a fresh trace id and one
-append of the pair (trace id, facts: immutable values already computed) to a bounded deque; the
-``TraceRecord`` of each is made when its batch is taken. One
+append to a bounded deque of the entry ``entry(trace id, facts)`` makes of them (when serving, the
+plain tuple the exporting process is sent, ``export_process.Packer``, made at once so that
+the request's objects die with it: a queued entry of plain values is no work for the garbage
+collector, where queued objects would be moved up its generations and make it walk the whole
+heap far more often). One
 background thread takes records in batches (``max_batch``, or whatever is there once
 ``delay_s`` has passed without a full batch) and hands each batch to ``export`` (when serving:
 the hand-over to the exporting process, ``export_process``, where spans are built, redacted,
@@ -24,11 +27,13 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from rag_contract.observability.request import RequestFacts
 
 logger = logging.getLogger(__name__)
 
+Entry = TypeVar("Entry")
 QUEUE_FULL = "QueueFull"
 MAX_QUEUE = 4096  # records (one per request): a few seconds of a busy worker
 MAX_BATCH = 512
@@ -59,13 +64,14 @@ def new_trace_id(bits: Callable[[int], int] = random.getrandbits) -> int:
     return nonzero_id(128, bits)
 
 
-class TraceQueue:
-    """Bounded queue of ``TraceRecord`` values and the one thread that exports them."""
+class TraceQueue(Generic[Entry]):
+    """Bounded queue of entries (one per traced request) and the one thread that exports them."""
 
     def __init__(
         self,
-        export: Callable[[Sequence[TraceRecord]], None],
+        export: Callable[[Sequence[Entry]], None],
         on_drop: Callable[[str, str], None],
+        entry: Callable[[int, RequestFacts], Entry],
         *,
         max_queue: int = MAX_QUEUE,
         max_batch: int = MAX_BATCH,
@@ -74,12 +80,12 @@ class TraceQueue:
         if not 0 < max_batch <= max_queue:
             raise ValueError("need 0 < max_batch <= max_queue")
         self._export = export
+        self._entry = entry
         self._on_drop = on_drop
         self._max_queue = max_queue
         self._max_batch = max_batch
         self._delay_s = delay_s
-        # (trace id, facts) pairs: a tuple costs a request a tenth of a ``TraceRecord``, made per batch
-        self._queue: collections.deque[tuple[int, RequestFacts]] = collections.deque()
+        self._queue: collections.deque[Entry] = collections.deque()
         self._wake = threading.Event()
         self._export_lock = threading.Lock()  # the worker and flush() never export at once
         self._closed = False
@@ -92,7 +98,7 @@ class TraceQueue:
             self._on_drop(QUEUE_FULL, "the trace queue is full; trace dropped")
             return None
         trace_id = new_trace_id()
-        self._queue.append((trace_id, facts))  # deque.append is atomic
+        self._queue.append(self._entry(trace_id, facts))  # deque.append is atomic
         if len(self._queue) >= self._max_batch:
             self._wake.set()
         return format(trace_id, "032x")
@@ -103,8 +109,7 @@ class TraceQueue:
     def _drain(self, everything: bool) -> None:
         with self._export_lock:
             while self._queue and (everything or len(self._queue) >= self._max_batch):
-                pop = self._queue.popleft
-                batch = [TraceRecord(*pop()) for _ in range(min(self._max_batch, len(self._queue)))]
+                batch = [self._queue.popleft() for _ in range(min(self._max_batch, len(self._queue)))]
                 try:
                     self._export(batch)
                 except Exception:  # noqa: BLE001 - the exporting thread must outlive a bad batch

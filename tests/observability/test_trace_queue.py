@@ -22,7 +22,7 @@ from rag_contract.observability.otel import SCOPE, SERVICE_NAME, resource_attrib
 from rag_contract.observability.otlp_wire import SPAN_KIND_SERVER, Attributes, WireEncoder, WireSpan
 from rag_contract.observability.request import Observation, RequestFacts
 from rag_contract.observability.settings import Settings
-from rag_contract.observability.trace_queue import QUEUE_FULL, TraceRecord
+from rag_contract.observability.trace_queue import QUEUE_FULL
 from rag_contract.observability.tracing import SharedLayers, span_plan
 from tests.observability.apps import observed_app
 from tests.observability.collector import collector
@@ -105,7 +105,7 @@ class HeldProcess(ExportProcess):
 
     gate = threading.Event()
 
-    def send(self, batch: Sequence[TraceRecord]) -> None:
+    def send(self, batch: Sequence[tuple]) -> None:
         self.gate.wait(10)
         super().send(batch)
 
