@@ -6,8 +6,8 @@ the record packed as plain tuples, ``Packer``: the record's values, with the que
 passage text blanked unless the operator's text flag is on; the question's digest is taken first
 and counts are kept) whose thread hands each batch to ``ExportProcess``. That starts
 ``export_child`` (``python -m rag_contract.observability.export_child``, a fresh interpreter) and
-writes each batch to it over a pipe as one message. The child builds the spans, redacts them (``otlp_wire``, the one point
-every export passes through) and posts them over OTLP/HTTP.
+writes each batch to it over a pipe as one message. The child builds the spans, redacts them
+(``otlp_wire``, the one point every export passes through) and posts them over OTLP/HTTP.
 
 The child reports each failed export back by exception type; ``ExportFailures`` in this process
 counts them (and the metrics with them) and logs them. A child that exits is noticed at once
