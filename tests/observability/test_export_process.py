@@ -3,6 +3,7 @@ is on), and a child that is killed is counted, replaced, and costs no answer."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import pickle
@@ -55,6 +56,24 @@ def test_without_the_text_flag_no_text_reaches_the_exporting_process():
 
 def test_with_the_text_flag_the_record_arrives_whole():
     assert unpack(Packer(include_text=True)(RECORD)) == RECORD
+
+
+def plain(value: object) -> bool:
+    """Tuples of text and numbers all the way down: what the garbage collector stops tracking."""
+    if isinstance(value, tuple):
+        return all(plain(v) for v in value)
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def test_a_queued_entry_is_plain_values_the_collector_stops_tracking():
+    # A queue holds up to a batch of these for up to a second; objects it must track, held that
+    # long, are moved up its generations and set off collections that walk the whole heap.
+    for include_text in (False, True):
+        entry = Packer(include_text).pack(RECORD.trace_id, RECORD.facts)
+        assert plain(entry)
+        for _ in range(4):  # a tuple is untracked once what it holds is: a pass per level of nesting
+            gc.collect()
+        assert not gc.is_tracked(entry)
 
 
 def wait_for(condition, timeout_s: float = 15.0) -> bool:
