@@ -26,7 +26,7 @@ LAZY_ALLOWED = {
     "uvicorn.supervisors",
     "ruamel.yaml",  # the round-trip editor, for the commands that edit or annotate the thresholds file
     "rag_contract.observability.metrics",
-    "rag_contract.observability.otel",
+    "rag_contract.observability.export_process",
     "rag_contract.web.ratelimit.redis_store",
 }
 

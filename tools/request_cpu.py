@@ -19,10 +19,12 @@ ratios are the ones to set beside the wrk runs: what they leave out (the kernel'
 itself) costs every case alike, per response.
 
 Printed per case and layer: the median over R rounds (interleaved) of the CPU microseconds a
-request costs, on the event loop's thread plus, with traces on, the thread that builds, encodes
-and sends the spans (it shares the interpreter with the loop); the sink runs in another process
-and is not counted. Thread CPU time, not wall time: other work on a shared machine hardly
-enters it, so two runs agree within a few percent where wrk runs on a busy machine do not.
+request costs, on the event loop's thread plus, with traces on, the thread that hands batches of
+records to the exporting process (it shares the interpreter with the loop); the exporting process
+(spans, encoding, the send) and the sink run beside it and are not counted, as under ``serve``
+they take another core's time, not the loop's. Thread CPU time, not wall time: other work on a
+shared machine hardly enters it, so two runs agree within a few percent where wrk runs on a busy
+machine do not.
 
 ``--profile CASE`` prints cProfile's top functions for one case at the ``http`` layer instead (the
 loop's thread only).

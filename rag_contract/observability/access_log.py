@@ -5,47 +5,62 @@ path, whose id or query string could carry a question), status, state, what refu
 before any handler answered it (``RequestFacts.refused``, else null), latency in ms, index version
 and trace id (null when tracing is off). Built from ``RequestFacts`` only, which the
 line reads no text field of: there is no code path from the question to this log.
+
+Each line is written straight to the stream and flushed (no ``logging`` record, handler or
+formatter on the way): the parts that repeat (the second's timestamp, the method, route, status,
+state and refusal, the index version) are kept encoded, so a request adds its milliseconds, its
+latency and its trace id to them.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-import logging
 import sys
 from typing import TextIO
 
 from rag_contract.observability.request import RequestFacts
 
-LOGGER = "rag_contract.access"
+MEMO_LIMIT = 1024  # distinct (method, route, status, state, refused): bounded by the labels
 
 
-def access_line(facts: RequestFacts, trace_id: str | None) -> str:
-    started = datetime.datetime.fromtimestamp(facts.started_ns / 1e9, tz=datetime.UTC)
-    return json.dumps(
-        {
-            "time": started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "method": facts.method,
-            "route": facts.route,
-            "status": facts.status,
-            "state": facts.state,
-            "refused": facts.refused,
-            "latency_ms": round(facts.latency_s * 1000.0, 3),
-            "index_version": facts.index_version,
-            "trace_id": trace_id,
-        },
-        separators=(",", ":"),
-    )
+class AccessLog:
+    """Writes one JSON line per request to ``stream`` (stdout by default)."""
 
+    def __init__(self, stream: TextIO | None = None):
+        self._stream = stream or sys.stdout
+        self._second = -1
+        self._time_head = ""
+        self._kinds: dict[tuple[str, str, int, str, str | None], str] = {}
+        self._versions: dict[str | None, str] = {}
 
-def access_logger(stream: TextIO | None = None) -> logging.Logger:
-    """The ``rag_contract.access`` logger writing bare lines to ``stream`` (stdout by default),
-    not propagated: its lines do not go through uvicorn's or anyone's formatting."""
-    log = logging.getLogger(LOGGER)
-    log.handlers.clear()
-    handler = logging.StreamHandler(stream or sys.stdout)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    return log
+    def line(self, facts: RequestFacts, trace_id: str | None) -> str:
+        """The line for ``facts`` (newline included): time (UTC, ms), method, route, status, state,
+        refused, latency_ms, index_version, trace_id, in that order, as ``json.dumps`` writes them."""
+        second, ms = divmod(facts.started_ns // 1_000_000, 1000)
+        if second != self._second:
+            started = datetime.datetime.fromtimestamp(second, tz=datetime.UTC)
+            self._time_head = '{"time":"' + started.strftime("%Y-%m-%dT%H:%M:%S")
+            self._second = second
+        kind_key = (facts.method, facts.route, facts.status, facts.state, facts.refused)
+        kind = self._kinds.get(kind_key)
+        if kind is None:
+            if len(self._kinds) >= MEMO_LIMIT:
+                self._kinds.clear()
+            method, route, status, state, refused = kind_key
+            kind = self._kinds[kind_key] = (
+                f',"method":{json.dumps(method)},"route":{json.dumps(route)},"status":{int(status)},'
+                f'"state":{json.dumps(state)},"refused":{json.dumps(refused)},"latency_ms":'
+            )
+        version = self._versions.get(facts.index_version)
+        if version is None:
+            if len(self._versions) >= MEMO_LIMIT:
+                self._versions.clear()
+            version = self._versions[facts.index_version] = json.dumps(facts.index_version)
+        trace = "null" if trace_id is None else '"' + trace_id + '"'  # 32 hex digits: nothing to escape
+        latency = repr(round(facts.latency_s * 1000.0, 3))
+        return f'{self._time_head}.{ms:03d}Z"{kind}{latency},"index_version":{version},"trace_id":{trace}}}\n'
+
+    def write(self, facts: RequestFacts, trace_id: str | None) -> None:
+        self._stream.write(self.line(facts, trace_id))
+        self._stream.flush()

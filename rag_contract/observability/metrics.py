@@ -21,7 +21,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
 
-from rag_contract.observability.request import ABANDONED, RequestFacts
+from rag_contract.observability.request import ABANDONED, NO_STATE, RequestFacts
 
 # Request latency: the deadline is 150 ms, so resolution sits below and around it.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5)
@@ -73,27 +73,40 @@ class Metrics:
         self._version: str | None = None
         self._lock = threading.Lock()
         # ``labels()`` validates and looks up its arguments on every call, several times the cost
-        # of the increment; the label sets are few (bounded, see above), so each child is kept.
-        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
+        # of the increment; the label sets are few (bounded, see above), so each request's kind
+        # (route, status, state) is resolved once to the children it updates.
+        self._kinds: dict[tuple[str, int, str, str | None], tuple[Any, Any, Any, Any]] = {}
+        self._stages: dict[str, Any] = {}
 
-    def _child(self, metric: Any, *labels: str) -> Any:
-        key = (metric, labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
+    def _kind(self, route: str, status: int, state: str, refused: str | None) -> tuple[Any, Any, Any, Any]:
+        """(requests, latency, refused or None, abandoned or None) children of one kind of request."""
+        return (
+            self.requests.labels(route, str(status), state),
+            self.latency.labels(route),
+            self.refused.labels(refused) if refused else None,
+            self.abandoned.labels(route) if state == ABANDONED else None,
+        )
 
     def record(self, facts: RequestFacts) -> None:
-        self._child(self.requests, facts.route, str(facts.status), facts.state).inc()
-        self._child(self.latency, facts.route).observe(facts.latency_s)
-        if facts.refused:
-            self._child(self.refused, facts.refused).inc()
         o = facts.observation
+        state = o.state if o is not None else NO_STATE
+        key = (facts.route, facts.status, state, facts.refused)
+        kind = self._kinds.get(key)
+        if kind is None:
+            kind = self._kinds[key] = self._kind(*key)
+        requests, latency, refused, abandoned = kind
+        requests.inc()
+        latency.observe(facts.latency_s)
+        if refused is not None:
+            refused.inc()
         if o is not None:
             for stage, ms in o.stages_ms.items():
-                self._child(self.stages, stage).observe(ms / 1000.0)
-            if o.state == ABANDONED:
-                self._child(self.abandoned, facts.route).inc()
+                child = self._stages.get(stage)
+                if child is None:
+                    child = self._stages[stage] = self.stages.labels(stage)
+                child.observe(ms / 1000.0)
+            if abandoned is not None:
+                abandoned.inc()
 
     def served(self, version: str | None) -> None:
         """The index version this process serves now (None: none)."""

@@ -13,15 +13,15 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from rag_contract.observability.access_log import access_line, access_logger
+from rag_contract.observability.access_log import AccessLog
 from rag_contract.observability.request import RequestFacts
 from rag_contract.observability.settings import Settings
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from rag_contract.observability.export_process import ExportFailures
     from rag_contract.observability.metrics import Metrics
-    from rag_contract.observability.otel import ExportFailures
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class Observer:
         served_version: Callable[[], str | None],
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
-        access: logging.Logger | None = None,
+        access: AccessLog | None = None,
         export_failures: ExportFailures | None = None,
     ):
         self._served_version = served_version
@@ -54,12 +54,12 @@ class Observer:
         try:
             trace_id = None
             if self.tracer is not None:
-                trace_id = self.tracer.record(facts)  # queued: built and exported off the request path
+                trace_id = self.tracer.record(facts)  # queued: built and exported by another process
             if self.metrics is not None:
                 self.metrics.served(self._served_version())
                 self.metrics.record(facts)
             if self._access is not None:
-                self._access.info(access_line(facts, trace_id))
+                self._access.write(facts, trace_id)
         except Exception:  # noqa: BLE001 - observing must never fail a request or the server
             logger.exception("observing a request failed")
 
@@ -95,10 +95,13 @@ def build_observer(
         metrics = Metrics(metrics_registry)
     tracer = failures = None
     if settings.traces_endpoint is not None:
-        from rag_contract.observability.otel import ExportFailures, otlp_tracer  # noqa: PLC0415 - the SDK only when on
+        from rag_contract.observability.export_process import (  # noqa: PLC0415 - starts a process: only when on
+            ExportFailures,
+            process_tracer,
+        )
 
         failures = ExportFailures(metrics.export_failed if metrics is not None else None)
-        tracer = otlp_tracer(
+        tracer = process_tracer(
             settings.traces_endpoint,
             settings.traces_include_text,
             settings.traces_timeout_s,
@@ -109,6 +112,6 @@ def build_observer(
         served_version=served_version,
         tracer=tracer,
         metrics=metrics,
-        access=access_logger(access_stream) if settings.access_log else None,
+        access=AccessLog(access_stream) if settings.access_log else None,
         export_failures=failures,
     )

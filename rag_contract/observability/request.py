@@ -38,12 +38,23 @@ class Observation:
     passage_titles: tuple[str, ...] = ()
 
 
-def _budget(budget: BudgetReport) -> dict:
-    return {
-        "stages_ms": MappingProxyType(dict(budget.stages)),
-        "deadline_ms": budget.deadline_ms,
-        "spent_ms": budget.spent_ms,
-    }
+_new = object.__new__
+
+
+def _stages(budget: BudgetReport) -> Mapping[str, float]:
+    """The budget's stages as a read-only mapping no one else can change: the report's own when it is
+    already a view (``Deadline.report`` and a kept answer's budget make a fresh one each), else a copy."""
+    stages = budget.stages
+    return stages if type(stages) is MappingProxyType else MappingProxyType(dict(stages))
+
+
+def _observation(fields: dict[str, Any]) -> Observation:
+    """``Observation(**fields)`` with every field given, made without the frozen ``__init__`` (which
+    sets each field through ``object.__setattr__``, the most of what an observation costs a request:
+    four times this); the instance is as frozen and compares equal all the same."""
+    made = _new(Observation)
+    made.__dict__.update(fields)
+    return made
 
 
 # The budget aside, an Answer's observation depends on the Answer alone, and a kept fixed answer
@@ -77,9 +88,14 @@ def observation_of(outcome: object, budget: BudgetReport | None = None) -> Obser
     """An ``Answer`` (with the budget this request reports, when it differs from the answer's own),
     an ``Abandoned``, or any other outcome that names its error in ``as_dict()["error"]``."""
     if isinstance(outcome, Answer):
-        return Observation(**_answer_parts(outcome), **_budget(budget or outcome.budget))
+        b = budget or outcome.budget
+        return _observation(
+            {**_answer_parts(outcome), "stages_ms": _stages(b), "deadline_ms": b.deadline_ms, "spent_ms": b.spent_ms}
+        )
     if isinstance(outcome, Abandoned):
-        return Observation(ABANDONED, outcome.index_version, outcome.question, **_budget(outcome.budget))
+        b = outcome.budget
+        return Observation(ABANDONED, outcome.index_version, outcome.question, None, _stages(b), b.deadline_ms,
+                           b.spent_ms)  # fmt: skip
     as_dict = getattr(outcome, "as_dict", None)
     body = as_dict() if callable(as_dict) else {}
     return Observation(
@@ -103,6 +119,33 @@ class RequestFacts:
     client: str  # the rate limiter's client identity (hashed before it goes anywhere)
     observation: Observation | None = None
     refused: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        route: str,
+        method: str,
+        status: int,
+        latency_s: float,
+        started_ns: int,
+        client: str,
+        observation: Observation | None,
+        refused: str | None,
+    ) -> RequestFacts:
+        """``RequestFacts(...)`` with every field given, as the request path makes one: without the
+        frozen ``__init__`` (see ``_observation``); equal to the one it would make."""
+        made = _new(cls)
+        made.__dict__.update(
+            route=route,
+            method=method,
+            status=status,
+            latency_s=latency_s,
+            started_ns=started_ns,
+            client=client,
+            observation=observation,
+            refused=refused,
+        )
+        return made
 
     @property
     def state(self) -> str:

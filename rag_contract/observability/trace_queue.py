@@ -1,13 +1,19 @@
-"""The hand-off from the request path to the thread that exports traces: bounded, and never
+"""The hand-off from the request path to the thread that ships traces out: bounded, and never
 in the request's way.
 
 ``TraceQueue.record(facts)`` is all a request pays for its trace: a fresh trace id and one
-append of an immutable ``TraceRecord`` (the values already computed) to a bounded deque. One
-background thread takes records in batches (``max_batch``, or whatever is there after
-``delay_s``) and hands each batch to ``export`` (which builds the spans, redacts, encodes and
-sends them). When the queue is full the record is dropped, counted with ``on_drop`` (the export
-failures, under ``QueueFull``) and the request goes on: its access line then carries no trace id,
-since no trace with that id will exist.
+append to a bounded deque of the entry ``entry(trace id, facts)`` makes of them (when serving, the
+plain tuple the exporting process is sent, ``export_process.Packer``, made at once so that
+the request's objects die with it: a queued entry of plain values is no work for the garbage
+collector, where queued objects would be moved up its generations and make it walk the whole
+heap far more often). One
+background thread takes records in batches (``max_batch``, or whatever is there once
+``delay_s`` has passed without a full batch) and hands each batch to ``export`` (when serving:
+the hand-over to the exporting process, ``export_process``, where spans are built, redacted,
+encoded and sent). When the queue
+is full the record is dropped, counted with ``on_drop`` (the export failures, under
+``QueueFull``) and the request goes on: its access line then carries no trace id, since no
+trace with that id will exist.
 
 ``export`` must not raise (a raise is logged and the batch is lost, not retried); the thread
 stops at ``close``, after exporting what was queued.
@@ -21,11 +27,13 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from rag_contract.observability.request import RequestFacts
 
 logger = logging.getLogger(__name__)
 
+Entry = TypeVar("Entry")
 QUEUE_FULL = "QueueFull"
 MAX_QUEUE = 4096  # records (one per request): a few seconds of a busy worker
 MAX_BATCH = 512
@@ -34,10 +42,13 @@ DELAY_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class TraceRecord:
-    """One request to be traced: its trace id and what the HTTP layer saw."""
+    """One request to be traced: its trace id and what the HTTP layer saw. ``question_sha256``:
+    the question's digest, when it was taken before the question's text was withheld (None: the
+    facts still hold the question)."""
 
     trace_id: int
     facts: RequestFacts
+    question_sha256: str | None = None
 
 
 def nonzero_id(width: int, bits: Callable[[int], int] = random.getrandbits) -> int:
@@ -53,13 +64,14 @@ def new_trace_id(bits: Callable[[int], int] = random.getrandbits) -> int:
     return nonzero_id(128, bits)
 
 
-class TraceQueue:
-    """Bounded queue of ``TraceRecord`` values and the one thread that exports them."""
+class TraceQueue(Generic[Entry]):
+    """Bounded queue of entries (one per traced request) and the one thread that exports them."""
 
     def __init__(
         self,
-        export: Callable[[Sequence[TraceRecord]], None],
+        export: Callable[[Sequence[Entry]], None],
         on_drop: Callable[[str, str], None],
+        entry: Callable[[int, RequestFacts], Entry],
         *,
         max_queue: int = MAX_QUEUE,
         max_batch: int = MAX_BATCH,
@@ -68,11 +80,12 @@ class TraceQueue:
         if not 0 < max_batch <= max_queue:
             raise ValueError("need 0 < max_batch <= max_queue")
         self._export = export
+        self._entry = entry
         self._on_drop = on_drop
         self._max_queue = max_queue
         self._max_batch = max_batch
         self._delay_s = delay_s
-        self._queue: collections.deque[TraceRecord] = collections.deque()
+        self._queue: collections.deque[Entry] = collections.deque()
         self._wake = threading.Event()
         self._export_lock = threading.Lock()  # the worker and flush() never export at once
         self._closed = False
@@ -85,7 +98,7 @@ class TraceQueue:
             self._on_drop(QUEUE_FULL, "the trace queue is full; trace dropped")
             return None
         trace_id = new_trace_id()
-        self._queue.append(TraceRecord(trace_id, facts))  # deque.append is atomic
+        self._queue.append(self._entry(trace_id, facts))  # deque.append is atomic
         if len(self._queue) >= self._max_batch:
             self._wake.set()
         return format(trace_id, "032x")
@@ -104,9 +117,12 @@ class TraceQueue:
 
     def _run(self) -> None:
         while not self._closed:
-            self._wake.wait(self._delay_s)
+            full = self._wake.wait(self._delay_s)
             self._wake.clear()
-            self._drain(everything=True)
+            # Woken by a full batch: whole batches only, the rest waits for the next one (or the
+            # delay). Draining to empty under load would hand over a few records at a time, each
+            # hand-over taking the interpreter from the requests.
+            self._drain(everything=not full)
         self._drain(everything=True)
 
     def flush(self, timeout_s: float = 10.0) -> bool:

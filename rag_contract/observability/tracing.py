@@ -1,6 +1,6 @@
 """One request as one trace: a root span and one child span per budget stage, as plain values.
 
-``span_plan`` decides what a trace says; ``otel`` builds it on its exporting thread and
+``span_plan`` decides what a trace says; ``otel`` builds it in the exporting process and
 ``otlp_wire`` encodes it through the redaction rule. The stage spans (retrieval, drafting, grounding,
 relevance; ``reused`` for a kept fixed answer) carry the budget's own stage times: their
 durations are the ones the response reports, laid end to end from the request's start (the
@@ -63,7 +63,7 @@ class SharedLayers:
         return layer
 
 
-def _shared(facts: RequestFacts) -> dict[str, Any]:
+def _shared(facts: RequestFacts, question_sha256: str | None) -> dict[str, Any]:
     """What the root span says that does not change from one request to the next of its kind."""
     attrs: dict[str, Any] = {
         "http.request.method": facts.method,
@@ -77,7 +77,7 @@ def _shared(facts: RequestFacts) -> dict[str, Any]:
     if o is not None:
         attrs.update(
             {
-                "rag.question.sha256": redaction.question_digest(o.question),
+                "rag.question.sha256": question_sha256 or redaction.question_digest(o.question),
                 redaction.QUESTION_TEXT: o.question,
                 "rag.claims.kept": len(o.kept),
                 "rag.claims.withdrawn": len(o.withdrawn),
@@ -98,22 +98,30 @@ def _shared(facts: RequestFacts) -> dict[str, Any]:
     return attrs
 
 
-def _shared_key(facts: RequestFacts) -> tuple:
+def _shared_key(facts: RequestFacts, question_sha256: str | None) -> tuple:
     o = facts.observation
     head = (facts.method, facts.route, facts.status, facts.state, facts.refused)
     if o is None:
         return head
-    return (*head, o.question, o.index_version, o.drafter, o.deadline_ms, o.kept, o.withdrawn, o.withdrawn_rules,
-            o.passage_ids, o.passage_titles)  # fmt: skip
+    return (*head, o.question, question_sha256, o.index_version, o.drafter, o.deadline_ms, o.kept, o.withdrawn,
+            o.withdrawn_rules, o.passage_ids, o.passage_titles)  # fmt: skip
 
 
-def span_plan(facts: RequestFacts, client_key: str, layers: SharedLayers | None = None) -> SpanPlan:
-    """The trace of ``facts``; ``client_key`` is the already hashed client identity. The root's
-    attributes are ``Attributes``: the shared layer from ``layers`` (built afresh without it),
-    the client key and the time spent in its own."""
+def span_plan(
+    facts: RequestFacts, client_key: str, layers: SharedLayers | None = None, question_sha256: str | None = None
+) -> SpanPlan:
+    """The trace of ``facts``; ``client_key`` is the already hashed client identity, and
+    ``question_sha256`` the question's digest when it was taken before the text was withheld (None:
+    taken here from the question). The root's attributes are ``Attributes``: the shared layer from
+    ``layers`` (built afresh without it), the client key and the time spent in its own."""
     start = facts.started_ns
     end = start + int(facts.latency_s * 1e9)
-    shared = layers.get(_shared_key(facts), lambda: _shared(facts)) if layers is not None else _shared(facts)
+    digest = question_sha256
+
+    def build() -> dict[str, Any]:
+        return _shared(facts, digest)
+
+    shared = layers.get(_shared_key(facts, digest), build) if layers is not None else build()
     own: dict[str, Any] = {"rag.client.key": client_key}
     stages: list[StageSpan] = []
     o = facts.observation

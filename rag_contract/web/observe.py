@@ -20,6 +20,7 @@ from rag_contract.answering.deadline import BudgetReport
 from rag_contract.observability.observer import Observer
 from rag_contract.observability.request import RequestFacts, observation_of
 from rag_contract.web.ratelimit.identity import client_identity
+from rag_contract.web.ratelimit.middleware import IDENTITY_STATE
 
 _OUTCOME = "rag_contract.outcome"
 _SHED = "rag_contract.shed"
@@ -97,14 +98,17 @@ class ObserveMiddleware:
     def _facts(self, scope: Scope, status: int, latency_s: float, started_ns: int) -> RequestFacts:
         state = scope.get("state") or {}
         noted = state.get(_OUTCOME)
-        peer = scope.get("client")
-        return RequestFacts(
-            route=route_of(scope, self.routes),
-            method=scope.get("method", "GET"),
-            status=status,
-            latency_s=latency_s,
-            started_ns=started_ns,
-            client=client_identity(peer[0] if peer else None, _header(scope, b"x-forwarded-for"), self.hops),
-            observation=observation_of(*noted) if noted else None,
-            refused=_refused(scope, status, state),
+        client = state.get(IDENTITY_STATE)
+        if client is None:  # the limiter did not run (it always does in the served app): as it would
+            peer = scope.get("client")
+            client = client_identity(peer[0] if peer else None, _header(scope, b"x-forwarded-for"), self.hops)
+        return RequestFacts.of(
+            route_of(scope, self.routes),
+            scope.get("method", "GET"),
+            status,
+            latency_s,
+            started_ns,
+            client,
+            observation_of(*noted) if noted else None,
+            _refused(scope, status, state),
         )

@@ -5,6 +5,8 @@ is no observer and neither OpenTelemetry nor prometheus_client is imported."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import io
 import json
 import subprocess
 import sys
@@ -13,6 +15,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from rag_contract.cli import main
+from rag_contract.observability.access_log import AccessLog
+from rag_contract.observability.request import Observation, RequestFacts
 from rag_contract.observability.settings import ObservabilityConfigError, Settings, settings_from
 from tests.observability.apps import observed_app
 from tests.support.apps import generous
@@ -116,6 +120,7 @@ OPTIONAL = (
     "opentelemetry.exporter",
     "prometheus_client",
     "rag_contract.observability.otel",
+    "rag_contract.observability.export_process",
     "rag_contract.observability.metrics",
 )
 
@@ -132,3 +137,36 @@ def test_with_nothing_configured_nothing_is_observed_or_imported():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def reference_line(facts: RequestFacts, trace_id: str | None) -> str:
+    """The access line as ``json.dumps`` writes its fields, in their order."""
+    ms = facts.started_ns // 1_000_000
+    started = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    fields = {
+        "time": f"{started}.{ms % 1000:03d}Z",
+        "method": facts.method,
+        "route": facts.route,
+        "status": facts.status,
+        "state": facts.state,
+        "refused": facts.refused,
+        "latency_ms": round(facts.latency_s * 1000.0, 3),
+        "index_version": facts.index_version,
+        "trace_id": trace_id,
+    }
+    return json.dumps(fields, separators=(",", ":")) + "\n"
+
+
+def test_an_access_line_is_the_json_of_its_fields_whatever_was_kept_encoded():
+    answered = Observation("grounded", "v1", QUESTION)
+    ask = RequestFacts("/ask", "POST", 200, 0.0123456, 1_796_032_633_999_600_000, "10.0.0.1", answered)
+    variants = [
+        ask,
+        dataclasses.replace(ask, started_ns=ask.started_ns + 400_000, latency_s=2.5),  # the next second
+        dataclasses.replace(ask, observation=None, status=429, refused="rate_limited", latency_s=1e-7),
+        dataclasses.replace(ask, route="other", observation=Observation('quo"te\\', None, "")),
+    ]
+    log = AccessLog(io.StringIO())
+    for facts in variants + variants:  # the second time from what was kept
+        for trace_id in (None, "0123456789abcdef0123456789abcdef"):
+            assert log.line(facts, trace_id) == reference_line(facts, trace_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Sequence
 from types import MappingProxyType
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -16,14 +17,8 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from starlette.testclient import TestClient
 
 from rag_contract.observability import redaction
-from rag_contract.observability.otel import (
-    SCOPE,
-    SERVICE_NAME,
-    CountingSender,
-    OtelTracer,
-    OtlpBytesExporter,
-    resource_attributes,
-)
+from rag_contract.observability.export_process import ExportConfig, ExportProcess, ProcessTracer
+from rag_contract.observability.otel import SCOPE, SERVICE_NAME, resource_attributes
 from rag_contract.observability.otlp_wire import SPAN_KIND_SERVER, Attributes, WireEncoder, WireSpan
 from rag_contract.observability.request import Observation, RequestFacts
 from rag_contract.observability.settings import Settings
@@ -105,26 +100,29 @@ def test_spans_sharing_a_layer_encode_as_the_sdk_writes_each_of_them():
         assert (b"304 mean" in expected) == include_text and b"never listed" not in expected
 
 
-def test_a_full_queue_drops_the_trace_counts_it_and_the_request_is_unaffected(project, index, embedder):
+class HeldProcess(ExportProcess):
+    """An exporting process whose hand-over waits until ``gate`` opens."""
+
     gate = threading.Event()
+
+    def send(self, batch: Sequence[tuple]) -> None:
+        self.gate.wait(10)
+        super().send(batch)
+
+
+def test_a_full_queue_drops_the_trace_counts_it_and_the_request_is_unaffected(project, index, embedder):
     with collector() as c:
         settings = Settings(traces_endpoint=c.url, metrics_port=9, access_log=True)
         o = observed_app(project, index, embedder, settings)
         failures = o.observer.export_failures
         assert failures is not None and o.observer.tracer is not None
         o.observer.tracer.close()
-        sender = CountingSender(OtlpBytesExporter(endpoint=c.url, timeout=2.0), failures)
-
-        def held(payload: bytes) -> bool:  # the exporting thread is stuck until the gate opens
-            gate.wait(10)
-            return sender(payload)
-
-        encoder = WireEncoder(resource_attributes(), SCOPE, False)
-        tracer = OtelTracer(held, encoder, b"salt", failures, max_queue=2, max_batch=1, delay_s=0.01)
+        held = HeldProcess(ExportConfig(c.url, False, 2.0, b"salt"), failures)
+        tracer = ProcessTracer(held, failures, max_queue=2, max_batch=1, delay_s=0.01)
         o.observer.tracer = tracer
         with TestClient(o.app) as client:
             statuses = [client.get("/answer/q11").status_code for _ in range(6)]
-            gate.set()
+            held.gate.set()
             assert tracer.flush()
         tracer.close()
     assert statuses == [200] * 6

@@ -112,7 +112,7 @@ FAILURES = [("collector answers 500", "HTTPError"), ("nothing listens", "Connect
 def test_a_failing_export_is_counted_and_logged_by_type_and_answers_are_unaffected(
     project, index, embedder, failure, expected, caplog
 ):
-    caplog.set_level(logging.WARNING, logger="rag_contract.observability.otel")
+    caplog.set_level(logging.WARNING, logger="rag_contract.observability.export_process")
     with collector(status=500) as c:
         url = c.url if failure == "collector answers 500" else f"http://127.0.0.1:{closed_port()}/v1/traces"
         # metrics on too (no port is opened here): the failures are counted there as well

@@ -24,6 +24,9 @@ from rag_contract.web.ratelimit.throttled_log import ThrottledLog
 logger = logging.getLogger(__name__)
 # One line per interval while the store is down, with the count of refusals held back.
 UNAVAILABLE_LOG_INTERVAL_S = 10.0
+# Where the identity a request was counted against is left in ``scope["state"]``, for whoever
+# runs outside the limiter (the observer) to read instead of working it out again.
+IDENTITY_STATE = "rag_contract.client"
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -88,6 +91,7 @@ class RateLimitMiddleware:
             _header(scope, b"x-forwarded-for"),
             self.allowance.trusted_proxy_hops,
         )
+        scope.setdefault("state", {})[IDENTITY_STATE] = identity
         now = self.clock()
         try:
             if getattr(self.store, "awaitable", False):
