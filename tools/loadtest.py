@@ -3,7 +3,10 @@
 Contract:
 - ``run_load(root, ...)`` measures, for each concurrency level in ``clients``, one wrk run
   of ``duration_s`` seconds against each selected config, started as a subprocess on
-  127.0.0.1 on a free port and stopped (its whole process group) before the next:
+  127.0.0.1 on a free port and stopped (its whole process group) before the next, except
+  that the bare route runs beside the one worker and takes turns with it (and with its
+  revalidation row) at each level, so that a ratio to the bare route compares the same
+  minutes of a machine whose speed drifts:
   ``bare`` (a Starlette route returning a constant under uvicorn, served the way ``serve``
   serves: the framework's ceiling on this machine), ``one_worker`` (``rag-contract serve``,
   buckets in memory) and ``two_workers`` (``rag-contract serve --workers 2 --redis URL``,
@@ -538,6 +541,26 @@ def _measure(
     return {n: run_wrk(wrk, url, n, duration_s, script, i, probe) for i, n in enumerate(clients)}
 
 
+def _measure_in_turn(
+    wrk: str,
+    turns: Mapping[str, tuple[str, Probe]],
+    clients: Sequence[int],
+    duration_s: int,
+    script: Path,
+    warmup_s: int,
+) -> dict[str, dict[int, Level]]:
+    """``_measure`` for each named (url, probe), taking turns at each level rather than one
+    after another: every name's run at a level falls within the same few seconds."""
+    if warmup_s > 0:
+        for url, probe in turns.values():
+            run_wrk(wrk, url, min(4, max(clients)), warmup_s, script, len(clients), probe)
+    out: dict[str, dict[int, Level]] = {name: {} for name in turns}
+    for i, n in enumerate(clients):
+        for name, (url, probe) in turns.items():
+            out[name][n] = run_wrk(wrk, url, n, duration_s, script, i, probe)
+    return out
+
+
 def _fetch(url: str, client: str, body: bytes | None = None) -> tuple[int, Any, bytes]:
     headers = {"X-Forwarded-For": client} | ({"Content-Type": "application/json"} if body else {})
     req = urllib.request.Request(url, data=body, headers=headers, method="POST" if body else "GET")
@@ -668,12 +691,21 @@ def run_load(
         env = server_env()
         if "two_workers" in configs and redis_url is None:
             redis_url = stack.enter_context(own_redis(tmp))
+        # The bare route beside the one worker, measured in turn with it (see the module docstring).
+        paired = "bare" in configs and "one_worker" in configs
+        bare_url, bare_entry = "", {}
+        if paired:
+            bare_proc, bare_port = stack.enter_context(running_server(bare_argv, tree, env, tmp / "bare.log", 1))
+            bare_url = f"http://{HOST}:{bare_port}/answer/{question_id}"
+            bare_entry = {"workers": 1, "store": None, "worker_processes": worker_processes(bare_proc.pid)}
         plans = {
             "bare": (bare_argv, 1, None),
             "one_worker": (serve_argv(1, None), 1, None),
             "two_workers": (serve_argv(2, redis_url), 2, redis_url),
         }
         for name in configs:
+            if paired and name == "bare":
+                continue  # measured in turn with the one worker
             if time.monotonic() - started > time_limit_s:
                 raise LoadError(f"time limit {time_limit_s} s reached before {name}")
             argv, workers, store_url = plans[name]
@@ -690,19 +722,32 @@ def run_load(
                     if check.statuses and check.statuses[0] == 404:
                         raise LoadError(f"/answer/{question_id} is 404 on the served app")
                     entry["limiter_check"] = check.as_dict()
-                levels = _measure(wrk_path, f"{base}/answer/{question_id}", clients, int(duration_s), script, warmup_s)
+                answer_url = f"{base}/answer/{question_id}"
+                revalidate = Probe("GET", entity_tag_of(base, question_id), "", 304) if name == "one_worker" else GET
+                taken: dict[str, dict[int, Level]] = {}
+                if paired and name == "one_worker":
+                    turns = {"bare": (bare_url, GET), name: (answer_url, GET), "revalidate": (answer_url, revalidate)}
+                    taken = _measure_in_turn(wrk_path, turns, clients, int(duration_s), script, warmup_s)
+                    levels = taken[name]
+                    bare_levels = {str(n): lv.as_dict() for n, lv in taken["bare"].items()}
+                    results["bare"] = {**bare_entry, "levels": bare_levels}
+                else:
+                    levels = _measure(wrk_path, answer_url, clients, int(duration_s), script, warmup_s)
                 entry["levels"] = {str(n): lv.as_dict() for n, lv in levels.items()}
                 if name == "one_worker":
                     # The same process, measured for the other requests before it stops.
                     body = json.dumps({"question": ASK_QUESTION})
-                    tag = entity_tag_of(base, question_id)
                     ask_ready(base, body.encode())
                     probes = {
-                        "one_worker_revalidate": (f"/answer/{question_id}", Probe("GET", tag, "", 304)),
+                        "one_worker_revalidate": (f"/answer/{question_id}", revalidate),
                         "one_worker_ask": ("/ask", Probe("POST", "", body, None)),
                     }
                     for row, (path, probe) in probes.items():
-                        got = _measure(wrk_path, base + path, clients, int(duration_s), script, warmup_s, probe)
+                        got = (
+                            taken["revalidate"]
+                            if "revalidate" in taken and row == "one_worker_revalidate"
+                            else _measure(wrk_path, base + path, clients, int(duration_s), script, warmup_s, probe)
+                        )
                         method = f"{probe.method} {path}" + (" If-None-Match" if probe.if_none_match else "")
                         extra[row] = {**entry, "request": method, "expect": probe.expect}
                         extra[row]["levels"] = {str(n): lv.as_dict() for n, lv in got.items()}

@@ -316,3 +316,18 @@ def test_smoke_run_against_one_worker_and_the_bare_route(root):
     assert report["goals"]["two_workers_vs_one"]["met"] is None
     assert report["meta"]["clients"] == [1] and report["meta"]["duration_s"] == 2
     assert "1 worker, memory store" in render(report)
+
+
+def test_measure_in_turn_alternates_the_names_at_each_level(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run_wrk(wrk, url, clients, duration_s, script, run, probe=loadtest.GET):
+        calls.append((url, clients, duration_s, run))
+        return f"{url}@{clients}"
+
+    monkeypatch.setattr(loadtest, "run_wrk", fake_run_wrk)
+    turns = {"bare": ("b", loadtest.GET), "served": ("s", loadtest.GET)}
+    out = loadtest._measure_in_turn("wrk", turns, (1, 4), 8, tmp_path / "x.lua", warmup_s=1)
+    # warm-ups first (one each, at most four clients), then each level taken in turn
+    assert calls == [("b", 4, 1, 2), ("s", 4, 1, 2), ("b", 1, 8, 0), ("s", 1, 8, 0), ("b", 4, 8, 1), ("s", 4, 8, 1)]
+    assert out == {"bare": {1: "b@1", 4: "b@4"}, "served": {1: "s@1", 4: "s@4"}}
