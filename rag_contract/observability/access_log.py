@@ -19,6 +19,7 @@ import json
 import sys
 from typing import TextIO
 
+from rag_contract.observability.memo import BoundedMemo
 from rag_contract.observability.request import RequestFacts
 
 MEMO_LIMIT = 1024  # distinct (method, route, status, state, refused): bounded by the labels
@@ -31,8 +32,8 @@ class AccessLog:
         self._stream = stream or sys.stdout
         self._second = -1
         self._time_head = ""
-        self._kinds: dict[tuple[str, str, int, str, str | None], str] = {}
-        self._versions: dict[str | None, str] = {}
+        self._kinds: BoundedMemo[tuple[str, str, int, str, str | None], str] = BoundedMemo(MEMO_LIMIT)
+        self._versions: BoundedMemo[str | None, str] = BoundedMemo(MEMO_LIMIT)
 
     def line(self, facts: RequestFacts, trace_id: str | None) -> str:
         """The line for ``facts`` (newline included): time (UTC, ms), method, route, status, state,
@@ -45,18 +46,15 @@ class AccessLog:
         kind_key = (facts.method, facts.route, facts.status, facts.state, facts.refused)
         kind = self._kinds.get(kind_key)
         if kind is None:
-            if len(self._kinds) >= MEMO_LIMIT:
-                self._kinds.clear()
             method, route, status, state, refused = kind_key
-            kind = self._kinds[kind_key] = (
+            kind = self._kinds.keep(
+                kind_key,
                 f',"method":{json.dumps(method)},"route":{json.dumps(route)},"status":{int(status)},'
-                f'"state":{json.dumps(state)},"refused":{json.dumps(refused)},"latency_ms":'
+                f'"state":{json.dumps(state)},"refused":{json.dumps(refused)},"latency_ms":',
             )
         version = self._versions.get(facts.index_version)
         if version is None:
-            if len(self._versions) >= MEMO_LIMIT:
-                self._versions.clear()
-            version = self._versions[facts.index_version] = json.dumps(facts.index_version)
+            version = self._versions.keep(facts.index_version, json.dumps(facts.index_version))
         trace = "null" if trace_id is None else '"' + trace_id + '"'  # 32 hex digits: nothing to escape
         latency = repr(round(facts.latency_s * 1000.0, 3))
         return f'{self._time_head}.{ms:03d}Z"{kind}{latency},"index_version":{version},"trace_id":{trace}}}\n'

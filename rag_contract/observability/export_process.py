@@ -20,7 +20,6 @@ the child export what it holds and exit, and stops it if it does not within the 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import os
@@ -33,6 +32,8 @@ from multiprocessing.connection import Connection
 from types import MappingProxyType
 from typing import Any
 
+from rag_contract.observability.memo import BoundedMemo
+from rag_contract.observability.redaction import question_digest
 from rag_contract.observability.request import Observation, RequestFacts
 from rag_contract.observability.trace_queue import TraceQueue, TraceRecord
 
@@ -90,20 +91,15 @@ class Packer:
 
     def __init__(self, include_text: bool):
         self._include_text = include_text
-        self._digests: dict[str, str] = {}
+        self._digests: BoundedMemo[str, str] = BoundedMemo(DIGEST_MEMO)
 
     def _digest(self, question: str) -> str:
         digest = self._digests.get(question)
         if digest is None:
-            if len(self._digests) >= DIGEST_MEMO:
-                self._digests.clear()
-            digest = self._digests[question] = hashlib.sha256(question.encode("utf-8")).hexdigest()
+            digest = self._digests.keep(question, question_digest(question))
         return digest
 
-    def __call__(self, record: TraceRecord) -> tuple:
-        return self.pack(record.trace_id, record.facts, record.question_sha256)
-
-    def pack(self, trace_id: int, f: RequestFacts, question_sha256: str | None = None) -> tuple:
+    def pack(self, trace_id: int, f: RequestFacts) -> tuple:
         """The record of ``f`` under ``trace_id``, packed (a ``TraceQueue`` entry)."""
         o = f.observation
         packed_o: tuple | None = None
@@ -116,7 +112,7 @@ class Packer:
             packed_o = (o.state, o.index_version, question, o.drafter, tuple(o.stages_ms.items()), o.deadline_ms,
                         o.spent_ms, kept, withdrawn, o.withdrawn_rules, o.passage_ids, titles)  # fmt: skip
         return (trace_id, f.route, f.method, f.status, f.latency_s, f.started_ns, f.client, f.refused,
-                packed_o, digest or question_sha256)  # fmt: skip
+                packed_o, digest)  # fmt: skip
 
 
 _BLANKS = tuple(("",) * n for n in range(64))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_contract.observability import redaction
+from rag_contract.observability.memo import BoundedMemo, IdentityMemo
 
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_SERVER = 2
@@ -128,10 +129,9 @@ class WireEncoder:
         resource_bytes = b"".join(field(b"\x0a", key_value(k, v)) for k, v in resource.items())
         self._resource = field(b"\x0a", resource_bytes)
         self._scope = field(b"\x0a", field(b"\x0a", scope.encode("utf-8")))
-        self._memo: dict[tuple[str, type, Any], bytes] = {}
-        # id(shared layer) -> (that layer, its attributes redacted and encoded): the entry holds
-        # the layer, so the id is not reused while it is remembered.
-        self._blocks: dict[int, tuple[Mapping[str, Any], bytes]] = {}
+        self._memo: BoundedMemo[tuple[str, type, Any], bytes] = BoundedMemo(MEMO_LIMIT)
+        # shared layer -> its attributes redacted and encoded
+        self._blocks: IdentityMemo[bytes] = IdentityMemo(MEMO_LIMIT)
 
     def _attribute(self, key: str, value: Any) -> bytes:
         if key in VARYING:
@@ -139,9 +139,7 @@ class WireEncoder:
         memo_key = (key, type(value), _hashable(value))
         hit = self._memo.get(memo_key)
         if hit is None:
-            if len(self._memo) >= MEMO_LIMIT:
-                self._memo.clear()
-            hit = self._memo[memo_key] = field(b"\x4a", key_value(key, value))
+            hit = self._memo.keep(memo_key, field(b"\x4a", key_value(key, value)))
         return hit
 
     def _attributes(self, attributes: Mapping[str, Any]) -> Iterable[bytes]:
@@ -155,12 +153,10 @@ class WireEncoder:
         if not isinstance(attributes, Attributes):
             return self._attributes(attributes)
         shared = attributes.shared
-        hit = self._blocks.get(id(shared))
-        if hit is None or hit[0] is not shared:
-            if len(self._blocks) >= MEMO_LIMIT:
-                self._blocks.clear()
-            hit = self._blocks[id(shared)] = (shared, b"".join(self._attributes(shared)))
-        return [hit[1], *self._attributes(attributes.own)]
+        block = self._blocks.get(shared)
+        if block is None:
+            block = self._blocks.keep(shared, b"".join(self._attributes(shared)))
+        return [block, *self._attributes(attributes.own)]
 
     def span(self, s: WireSpan) -> bytes:
         parts = [b"\x0a\x10", s.trace_id.to_bytes(16, "big"), b"\x12\x08", s.span_id.to_bytes(8, "big")]

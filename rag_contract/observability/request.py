@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from rag_contract.answering.deadline import BudgetReport
 from rag_contract.answering.service import Abandoned, Answer
+from rag_contract.observability.memo import IdentityMemo
 
 NO_STATE = "none"  # the state label of a request that asked the core nothing
 ABANDONED = "abandoned"
@@ -38,7 +39,18 @@ class Observation:
     passage_titles: tuple[str, ...] = ()
 
 
+T = TypeVar("T")
 _new = object.__new__
+
+
+def _frozen(cls: type[T], fields: dict[str, Any]) -> T:
+    """``cls(**fields)`` for a frozen dataclass with every field given, made without its
+    ``__init__`` (which sets each field through ``object.__setattr__``, the most of what an
+    observation costs a request: four times this); the instance is as frozen and compares equal
+    all the same."""
+    made = _new(cls)
+    made.__dict__.update(fields)
+    return made
 
 
 def _stages(budget: BudgetReport) -> Mapping[str, float]:
@@ -48,40 +60,30 @@ def _stages(budget: BudgetReport) -> Mapping[str, float]:
     return stages if type(stages) is MappingProxyType else MappingProxyType(dict(stages))
 
 
-def _observation(fields: dict[str, Any]) -> Observation:
-    """``Observation(**fields)`` with every field given, made without the frozen ``__init__`` (which
-    sets each field through ``object.__setattr__``, the most of what an observation costs a request:
-    four times this); the instance is as frozen and compares equal all the same."""
-    made = _new(Observation)
-    made.__dict__.update(fields)
-    return made
-
-
 # The budget aside, an Answer's observation depends on the Answer alone, and a kept fixed answer
 # is the same Answer object on every request that serves it: its parts are taken once.
 _PARTS_LIMIT = 256
-_parts_memo: dict[int, tuple[Answer, dict[str, Any]]] = {}
+_parts_memo: IdentityMemo[dict[str, Any]] = IdentityMemo(_PARTS_LIMIT)
 
 
 def _answer_parts(answer: Answer) -> dict[str, Any]:
-    hit = _parts_memo.get(id(answer))
-    if hit is not None and hit[0] is answer:  # the entry holds the answer, so its id is not reused
-        return hit[1]
-    parts = {
-        "state": answer.state.value,
-        "index_version": answer.index_version,
-        "question": answer.question,
-        "drafter": answer.drafter,
-        "kept": tuple(v.claim.text for v in answer.kept),
-        "withdrawn": tuple(v.claim.text for v in answer.withdrawn),
-        "withdrawn_rules": tuple(v.rule or "" for v in answer.withdrawn),
-        "passage_ids": tuple(p.section_id for p in answer.passages),
-        "passage_titles": tuple(p.title for p in answer.passages),
-    }
-    if len(_parts_memo) >= _PARTS_LIMIT:
-        _parts_memo.clear()
-    _parts_memo[id(answer)] = (answer, parts)
-    return parts
+    hit = _parts_memo.get(answer)
+    if hit is not None:
+        return hit
+    return _parts_memo.keep(
+        answer,
+        {
+            "state": answer.state.value,
+            "index_version": answer.index_version,
+            "question": answer.question,
+            "drafter": answer.drafter,
+            "kept": tuple(v.claim.text for v in answer.kept),
+            "withdrawn": tuple(v.claim.text for v in answer.withdrawn),
+            "withdrawn_rules": tuple(v.rule or "" for v in answer.withdrawn),
+            "passage_ids": tuple(p.section_id for p in answer.passages),
+            "passage_titles": tuple(p.title for p in answer.passages),
+        },
+    )
 
 
 def observation_of(outcome: object, budget: BudgetReport | None = None) -> Observation:
@@ -89,8 +91,9 @@ def observation_of(outcome: object, budget: BudgetReport | None = None) -> Obser
     an ``Abandoned``, or any other outcome that names its error in ``as_dict()["error"]``."""
     if isinstance(outcome, Answer):
         b = budget or outcome.budget
-        return _observation(
-            {**_answer_parts(outcome), "stages_ms": _stages(b), "deadline_ms": b.deadline_ms, "spent_ms": b.spent_ms}
+        return _frozen(
+            Observation,
+            {**_answer_parts(outcome), "stages_ms": _stages(b), "deadline_ms": b.deadline_ms, "spent_ms": b.spent_ms},
         )
     if isinstance(outcome, Abandoned):
         b = outcome.budget
@@ -133,19 +136,20 @@ class RequestFacts:
         refused: str | None,
     ) -> RequestFacts:
         """``RequestFacts(...)`` with every field given, as the request path makes one: without the
-        frozen ``__init__`` (see ``_observation``); equal to the one it would make."""
-        made = _new(cls)
-        made.__dict__.update(
-            route=route,
-            method=method,
-            status=status,
-            latency_s=latency_s,
-            started_ns=started_ns,
-            client=client,
-            observation=observation,
-            refused=refused,
+        frozen ``__init__`` (see ``_frozen``); equal to the one it would make."""
+        return _frozen(
+            cls,
+            {
+                "route": route,
+                "method": method,
+                "status": status,
+                "latency_s": latency_s,
+                "started_ns": started_ns,
+                "client": client,
+                "observation": observation,
+                "refused": refused,
+            },
         )
-        return made
 
     @property
     def state(self) -> str:

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rag_contract.observability import redaction
+from rag_contract.observability.memo import BoundedMemo
 from rag_contract.observability.otlp_wire import Attributes
 from rag_contract.observability.request import RequestFacts
 
@@ -51,15 +52,12 @@ class SharedLayers:
     encoded. Used by one thread at a time (the exporting one)."""
 
     def __init__(self, limit: int = MEMO_LIMIT):
-        self._limit = limit
-        self._layers: dict[tuple, Mapping[str, Any]] = {}
+        self._layers: BoundedMemo[tuple, Mapping[str, Any]] = BoundedMemo(limit)
 
     def get(self, key: tuple, build: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any]:
         layer = self._layers.get(key)
         if layer is None:
-            if len(self._layers) >= self._limit:
-                self._layers.clear()
-            layer = self._layers[key] = MappingProxyType(build())
+            layer = self._layers.keep(key, MappingProxyType(build()))
         return layer
 
 

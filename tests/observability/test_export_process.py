@@ -42,7 +42,7 @@ RECORD = TraceRecord(7, RequestFacts("/ask", "POST", 200, 0.01, 10**18, "10.0.0.
 
 
 def test_without_the_text_flag_no_text_reaches_the_exporting_process():
-    packed = Packer(include_text=False)(RECORD)
+    packed = Packer(include_text=False).pack(RECORD.trace_id, RECORD.facts)
     assert MARK.encode() not in pickle.dumps([packed])
     back = unpack(packed)
     assert back.question_sha256 == hashlib.sha256(QUESTION.encode()).hexdigest()
@@ -55,7 +55,7 @@ def test_without_the_text_flag_no_text_reaches_the_exporting_process():
 
 
 def test_with_the_text_flag_the_record_arrives_whole():
-    assert unpack(Packer(include_text=True)(RECORD)) == RECORD
+    assert unpack(Packer(include_text=True).pack(RECORD.trace_id, RECORD.facts)) == RECORD
 
 
 def plain(value: object) -> bool:
