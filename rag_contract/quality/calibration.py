@@ -209,10 +209,7 @@ def fit_relevance(rows: Sequence[Row], false_answer_cost: float = FALSE_ANSWER_C
     cuts = sorted({round(float(v), DIGITS) for v in z})
 
     def gain(t: float) -> float:
-        answered = (z >= t) & ~np.array([r.unknown for r in scored])
-        correct = sum(1 for r, a in zip(scored, answered, strict=True) if a and r.cites_expected and r.all_kept)
-        false = sum(1 for r, a in zip(scored, answered, strict=True) if a and not r.answerable and r.all_kept)
-        return correct - false_answer_cost * false
+        return net_answers(scored, RelevanceConfig(weights, t, t), false_answer_cost)
 
     # the most conservative of the best cuts: ties go to the higher threshold
     answer_at = max(cuts, key=lambda t: (gain(t), t)) if cuts else 0.0
