@@ -44,6 +44,7 @@ measure: $(STAMP)
 	$(BIN)/rag-contract thresholds update --allow-loosen
 	$(BIN)/python -m tools.injection
 	$(BIN)/python -m tools.refusal_states > /dev/null
+	$(BIN)/python -m tools.refusal_cost > /dev/null
 	$(BIN)/python -m tools.readme
 
 # Mutation testing of the contract's rules (eval/mutation.yaml): writes eval/results/mutation.json,
