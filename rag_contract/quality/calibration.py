@@ -74,7 +74,9 @@ def folds(questions: Sequence[Question]) -> dict[str, int]:
     return out
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, iterations: int = ITERATIONS, l2: float = L2
+) -> tuple[np.ndarray, float]:
     """Class-balanced logistic regression by plain gradient descent (fixed steps, so repeatable);
     returns weights and bias on the *raw* features."""
     mu = x.mean(axis=0)
@@ -87,10 +89,10 @@ def fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     w = np.zeros(z.shape[1])
     b = 0.0
     # einsum, not BLAS: threaded partial sums would make the fit depend on the machine's thread count
-    for _ in range(ITERATIONS):
+    for _ in range(iterations):
         p = 1.0 / (1.0 + np.exp(-(np.einsum("ij,j->i", z, w) + b)))
         g = (p - y) * sample
-        w -= LEARNING_RATE * (np.einsum("ij,i->j", z, g) / len(y) + L2 * w)
+        w -= LEARNING_RATE * (np.einsum("ij,i->j", z, g) / len(y) + l2 * w)
         b -= LEARNING_RATE * float(g.mean())
     raw = w / sd
     return raw, float(b - float(np.einsum("j,j->", raw, mu)))
