@@ -80,12 +80,13 @@ def _flags(profile: Path) -> list[str]:
     ]
 
 
-CRASH_RETRIES = 2  # headless Chromium now and then dies by a signal while starting on a loaded host
+CRASH_RETRIES = 2  # runs after the first: headless Chromium now and then dies by a signal while starting
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
-    """Run Chromium once more only when it was killed by a signal (a crash of the browser, not of
-    the page under test): an exit with an error code, or a page that renders wrong, still fails."""
+    """Run Chromium again, at most ``CRASH_RETRIES`` times, only while it is killed by a signal (a
+    crash of the browser, not of the page under test): an error exit, or a page that renders
+    wrong, still fails."""
     for _ in range(CRASH_RETRIES):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
         if done.returncode >= 0:
@@ -210,11 +211,11 @@ def test_the_question_box_answers_without_javascript(chromium, served, tmp_path)
     assert by_id["state"] in ("grounded", "partial") and "cites rfc3986#3.2.2" in answered
 
 
-def _fake_browser(tmp_path: Path, crashes: int, exit_code: int = 0) -> list[str]:
+def _fake_browser(folder: Path, crashes: int, exit_code: int = 0) -> list[str]:
     """A stand-in that dies by SIGSEGV ``crashes`` times, then exits with ``exit_code``."""
-    tmp_path.mkdir()
-    count = tmp_path / "runs"
-    script = tmp_path / "browser.sh"
+    folder.mkdir()
+    count = folder / "runs"
+    script = folder / "browser.sh"
     script.write_text(
         f'n=$(cat "{count}" 2>/dev/null || echo 0); echo $((n + 1)) > "{count}"\n'
         f'if [ "$n" -lt {crashes} ]; then kill -SEGV $$; fi\n'
