@@ -26,7 +26,16 @@ from rag_contract.config.questions import Question
 from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.store import Index, load_index
 from rag_contract.project import load_project
-from rag_contract.quality.calibration import CANDIDATES, FOLDS, ITERATIONS, L2, fit_logistic, folds
+from rag_contract.quality.calibration import (
+    CANDIDATES,
+    FOLDS,
+    ITERATIONS,
+    L2,
+    SectionColumns,
+    folds,
+    fusion_weights,
+    rank_of_expected,
+)
 from rag_contract.quality.evaluation import lazy_embed, vectors_for
 from rag_contract.retrieval.ranking import section_features
 
@@ -98,45 +107,30 @@ TRIALS: Mapping[str, Trial] = {
 }
 
 
-def features(index: Index, trial: Trial, question: str, vector: np.ndarray) -> np.ndarray:
-    f = section_features(index, question, vector)
-    extra = trial.extra(index, f, vector) if trial.extra else []
-    return np.column_stack([f, *extra]) if extra else f
+def features(trial: Trial) -> SectionColumns:
+    """``section_features`` with the trial's columns after the committed nine."""
 
+    def columns(index: Index, question: str, vector: np.ndarray) -> np.ndarray:
+        f = section_features(index, question, vector)
+        extra = trial.extra(index, f, vector) if trial.extra else []
+        return np.column_stack([f, *extra]) if extra else f
 
-def fit(index: Index, trial: Trial, train: Sequence[Question], vectors: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``calibration.fit_fusion`` with the trial's columns and settings."""
-    position = {sid: i for i, sid in enumerate(index.section_order)}
-    xs, ys = [], []
-    for q in train:
-        f = features(index, trial, q.question, vectors[q.question])
-        expected = [position[s] for s in q.expected]
-        by_dense = np.argsort(-f[:, 0], kind="stable")[: trial.candidates]
-        by_lexical = np.argsort(-f[:, 2], kind="stable")[: trial.candidates]
-        rows = np.union1d(np.union1d(by_dense, by_lexical), expected)
-        xs.append(f[rows])
-        ys.append(np.isin(rows, expected).astype(float))
-    w, _ = fit_logistic(np.concatenate(xs), np.concatenate(ys), trial.iterations, trial.l2)
-    return w
-
-
-def rank(index: Index, trial: Trial, q: Question, vector: np.ndarray, w: np.ndarray) -> int:
-    """The best rank of an expected section, ties broken by section order (``expected_rank``)."""
-    scores = np.einsum("ij,j->i", features(index, trial, q.question, vector), w)
-    order = np.lexsort((np.arange(len(scores)), -scores))
-    ranks = np.empty(len(scores), dtype=np.int64)
-    ranks[order] = np.arange(1, len(scores) + 1)
-    position = {sid: i for i, sid in enumerate(index.section_order)}
-    return int(min(ranks[position[s]] for s in q.expected))
+    return columns
 
 
 def out_of_fold(index: Index, trial: Trial, questions: Sequence[Question], vectors: Mapping[str, np.ndarray]) -> dict:
     assignment = folds(questions)
     answerable = [q for q in questions if q.answerable]
+    columns = features(trial)
     ranks = []
     for f in range(FOLDS):
-        w = fit(index, trial, [q for q in answerable if assignment[q.id] != f], vectors)
-        ranks += [rank(index, trial, q, vectors[q.question], w) for q in answerable if assignment[q.id] == f]
+        train = [q for q in answerable if assignment[q.id] != f]
+        w = fusion_weights(index, train, vectors, columns, trial.candidates, trial.iterations, trial.l2)
+        ranks += [
+            rank_of_expected(index, q, np.einsum("ij,j->i", columns(index, q.question, vectors[q.question]), w))
+            for q in answerable
+            if assignment[q.id] == f
+        ]
     r = np.array(ranks)
     return {
         "recall@1": round(float((r == 1).mean()), 4),

@@ -101,30 +101,54 @@ def fit_logistic(
 # --- retrieval fusion ---------------------------------------------------------------------------
 
 
-def fit_fusion(index: Index, questions: Sequence[Question], vectors: Mapping[str, np.ndarray]) -> dict[str, float]:
+SectionColumns = Callable[[Index, str, np.ndarray], np.ndarray]  # (index, question, vector) -> sections x columns
+
+
+def fusion_weights(
+    index: Index,
+    questions: Sequence[Question],
+    vectors: Mapping[str, np.ndarray],
+    features: SectionColumns = section_features,
+    candidates: int = CANDIDATES,
+    iterations: int = ITERATIONS,
+    l2: float = L2,
+) -> np.ndarray:
+    """One weight per column of ``features``: a logistic fit of "is an expected section" over each
+    question's expected sections and its top ``candidates`` by the dense and the lexical column."""
     position = {sid: i for i, sid in enumerate(index.section_order)}
     xs, ys = [], []
     for q in questions:
-        f = section_features(index, q.question, vectors[q.question])
+        f = features(index, q.question, vectors[q.question])
         expected = [position[s] for s in q.expected]
-        by_dense = np.argsort(-f[:, 0], kind="stable")[:CANDIDATES]
-        by_lexical = np.argsort(-f[:, 2], kind="stable")[:CANDIDATES]
+        by_dense = np.argsort(-f[:, 0], kind="stable")[:candidates]
+        by_lexical = np.argsort(-f[:, 2], kind="stable")[:candidates]
         rows = np.union1d(np.union1d(by_dense, by_lexical), expected)
         xs.append(f[rows])
         ys.append(np.isin(rows, expected).astype(float))
-    w, _ = fit_logistic(np.concatenate(xs), np.concatenate(ys))
+    w, _ = fit_logistic(np.concatenate(xs), np.concatenate(ys), iterations, l2)
+    return w
+
+
+def fit_fusion(index: Index, questions: Sequence[Question], vectors: Mapping[str, np.ndarray]) -> dict[str, float]:
+    w = fusion_weights(index, questions, vectors)
     return {name: round(float(v), DIGITS) for name, v in zip(FUSION_FEATURES, w, strict=True)}
+
+
+def rank_of_expected(index: Index, q: Question, scores: np.ndarray) -> int:
+    """The best rank of an expected section under ``scores`` (rows in ``index.section_order``),
+    ties broken by section order."""
+    order = np.lexsort((np.arange(len(scores)), -scores))
+    ranks = np.empty(len(scores), dtype=np.int64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    position = {sid: i for i, sid in enumerate(index.section_order)}
+    return int(min(ranks[position[s]] for s in q.expected))
 
 
 def expected_rank(index: Index, q: Question, vector: np.ndarray, fusion: Mapping[str, float]) -> int:
     scores = np.einsum(
         "ij,j->i", section_features(index, q.question, vector), np.array([fusion[f] for f in FUSION_FEATURES])
     )
-    order = np.lexsort((np.arange(len(scores)), -scores))
-    ranks = np.empty(len(scores), dtype=np.int64)
-    ranks[order] = np.arange(1, len(scores) + 1)
-    position = {sid: i for i, sid in enumerate(index.section_order)}
-    return int(min(ranks[position[s]] for s in q.expected))
+    return rank_of_expected(index, q, scores)
 
 
 # --- answering rows -------------------------------------------------------------------------------
