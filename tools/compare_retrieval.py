@@ -133,22 +133,20 @@ def score(project, index, rrf_ks=(60, 10)) -> list[dict]:
     ``fused`` mode is left out: it needs sentence vectors and weights fitted to this embedder."""
     answerable = [q for q in project.questions.questions if q.answerable]
     vectors = vectors_for(index, answerable, None)
+    runs = [("dense", None), ("lexical", None), *(("hybrid", k) for k in rrf_ks)]
     rows = []
-    for rrf_k in rrf_ks:
-        for mode in ("dense", "lexical", "hybrid"):
-            if mode != "hybrid" and rrf_k != rrf_ks[0]:
-                continue
-            r = score_mode(index, answerable, vectors, mode, 10, rrf_k)
-            rows.append(
-                {
-                    "mode": mode,
-                    "rrf_k": rrf_k if mode == "hybrid" else None,
-                    **{f"r@{k}": r.recall[k] for k in KS},
-                    "mrr": r.mrr,
-                    "misses": list(r.misses),
-                    "ranks": {q.id: q.rank for q in r.questions},
-                }
-            )
+    for mode, rrf_k in runs:
+        r = score_mode(index, answerable, vectors, mode, 10, rrf_k or rrf_ks[0])  # RRF k is read by hybrid only
+        rows.append(
+            {
+                "mode": mode,
+                "rrf_k": rrf_k,
+                **{f"r@{k}": r.recall[k] for k in KS},
+                "mrr": r.mrr,
+                "misses": list(r.misses),
+                "ranks": {q.id: q.rank for q in r.questions},
+            }
+        )
     return rows
 
 
