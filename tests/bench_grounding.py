@@ -19,9 +19,10 @@ import re
 
 import pytest
 
-from rag_contract.answering import grounding
-from rag_contract.answering.grounding import Claim, check_claims, passage_terms
+from rag_contract.answering.grounding import Claim, check_claims
 from rag_contract.corpus.sources import load_corpus
+from rag_contract.text import words
+from rag_contract.text.words import passage_terms
 
 FLOOR = 2 / 3
 BUDGET_S = 0.5e-3
@@ -106,9 +107,9 @@ def test_check_claims_long_claims_cold_cache(benchmark, corpus):
     retrieved = _terms(corpus, [c.section_id for c in claims])
 
     def empty_caches():
-        grounding._chunk_tokens.cache_clear()
-        grounding._literal_of.cache_clear()
-        grounding._content_word.cache_clear()
+        words._chunk_tokens.cache_clear()
+        words.literal_of.cache_clear()
+        words.content_word.cache_clear()
         return (claims, retrieved, FLOOR), {}
 
     verdicts = benchmark.pedantic(check_claims, setup=empty_caches, rounds=300)

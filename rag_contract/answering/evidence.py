@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rag_contract.answering.grounding import content_words
 from rag_contract.retrieval.terms import TermWeights, coverage
 from rag_contract.retrieval.vectors import similarities
+from rag_contract.text.words import content_words
 
 
 @dataclass(frozen=True)

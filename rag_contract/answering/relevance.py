@@ -43,11 +43,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag_contract.answering.grounding import Verdict, content_words
+from rag_contract.answering.grounding import Verdict
 from rag_contract.config.thresholds import RelevanceConfig
 from rag_contract.index.store import Index
 from rag_contract.retrieval.terms import coverage
 from rag_contract.retrieval.vectors import similarities
+from rag_contract.text.words import content_words
 
 ANSWERS = "answers"
 STOPS_SHORT = "stops_short"

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rag_contract.corpus.sources import Section, unwrap_hyphens
+from rag_contract.corpus.sources import Section
+from rag_contract.text.words import unwrap_hyphens
 
 
 class ChunkingError(ValueError):

@@ -163,15 +163,6 @@ def load_corpus(corpus_dir: Path) -> Corpus:
 
 # --- parsing -----------------------------------------------------------------
 
-# An RFC line break right after a hyphen splits one hyphenated word ("Max-\n   Age").
-_WRAPPED_HYPHEN = re.compile(r"(?<=\w)-[ \t]*\n[ \t]*(?=\w)")
-
-
-def unwrap_hyphens(text: str) -> str:
-    """``text`` with hyphenated words the RFC wrapped across lines joined again ("Max-Age")."""
-    return _WRAPPED_HYPHEN.sub("-", text)
-
-
 _FOOTER = re.compile(r"^\S.*\[Page \d+\]\s*$")
 _RUNNING_HEADER = re.compile(r"^RFC \d{4}\s{2,}.*\S\s{2,}\w+ \d{4}\s*$")
 # A heading starts in column 0: "9.2.1.  Title", "Appendix B.  Title", "D.1.  Title".

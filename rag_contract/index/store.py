@@ -36,18 +36,18 @@ from types import MappingProxyType
 
 import numpy as np
 
-from rag_contract.answering.grounding import PassageTerms, content_words, passage_terms
 from rag_contract.config.questions import Question, question_fingerprint
 from rag_contract.config.unreadable import unreadable
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
 from rag_contract.corpus.sentences import SPLITTER_IDENTITY, Sentence, split_sections
 from rag_contract.corpus.sentences import embed_text as sentence_text
-from rag_contract.corpus.sources import Corpus, Section, unwrap_hyphens
+from rag_contract.corpus.sources import Corpus, Section
 from rag_contract.embedders.base import Embedder
 from rag_contract.project import Project
 from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Bm25State, Lexical
 from rag_contract.retrieval.terms import TermWeights
 from rag_contract.retrieval.vectors import runs
+from rag_contract.text.words import PassageTerms, content_words, passage_terms, unwrap_hyphens
 
 FORMAT = 3
 FILES = (

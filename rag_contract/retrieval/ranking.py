@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag_contract.answering.grounding import content_words
 from rag_contract.config.thresholds import FUSION_FEATURES
 from rag_contract.index.store import Index
 from rag_contract.retrieval.vectors import best_per_group, similarities
+from rag_contract.text.words import content_words
 
 MODES = ("dense", "lexical", "hybrid", "fused")
 RRF_K = 60  # the rank_fusion feature's constant (the usual one; not fitted)

@@ -17,14 +17,12 @@ from rag_contract.answering.grounding import (
     RULE_COVERAGE,
     RULE_LITERAL,
     Claim,
-    PassageTerms,
     check_claim,
     check_claims,
-    content_words,
-    literals,
-    passage_terms,
 )
 from rag_contract.corpus.sources import load_corpus
+from rag_contract.text import words
+from rag_contract.text.words import PassageTerms, content_words, literals, passage_terms
 
 FLOOR = 2 / 3  # the configured floor
 
@@ -45,7 +43,7 @@ RETRIEVED_IDS = (
 def _cold_caches():
     """Each test tokenises for itself: an answer cached by an earlier test would hide a changed
     rule from the tests that pin it (and from mutation testing's map of which test runs what)."""
-    for cached in (grounding._chunk_tokens, grounding._literal_of, grounding._content_word):
+    for cached in (words._chunk_tokens, words.literal_of, words.content_word):
         cached.cache_clear()
 
 
@@ -314,6 +312,7 @@ def test_deterministic_across_hash_seeds(root):
     script = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
         "from rag_contract.corpus.sources import load_corpus; from rag_contract.answering.grounding import *;"
+        "from rag_contract.text.words import passage_terms;"
         "c = load_corpus(Path(sys.argv[1]) / 'corpus').by_id();"
         "ids = ['rfc9111#4.2.1', 'rfc9111#5.2', 'rfc9110#15.4.5'];"
         "r = {i: passage_terms(i, c[i].text, c[i].title) for i in ids};"
@@ -395,12 +394,12 @@ def test_content_words_normalisation():
 
 
 def test_typographic_apostrophes_and_hyphens_read_as_ascii():
-    assert grounding._normalise_text("the server\u2019s max\u2010age and no\u2011cache") == (
+    assert words.normalise_text("the server\u2019s max\u2010age and no\u2011cache") == (
         "the server's max-age and no-cache"
     )
-    assert grounding._normalise_text("no\u2011cache") == "no-cache"
-    assert grounding._normalise_text("max\u2010age") == "max-age"
-    assert grounding._normalise_text("plain text") == "plain text"
+    assert words.normalise_text("no\u2011cache") == "no-cache"
+    assert words.normalise_text("max\u2010age") == "max-age"
+    assert words.normalise_text("plain text") == "plain text"
     assert literals("the max\u2010age directive") == ("max-age",)
     assert content_words("the server\u2019s caches") == ("server", "cache")
 
@@ -428,8 +427,8 @@ def test_two_words_do_not_make_a_hyphenated_literal(retrieved):
 def test_chunked_tokenising_equals_one_pass_over_every_section(corpus):
     """The per-chunk cache is an optimisation only: same tokens, same order, whole corpus."""
     for s in corpus.sections:
-        text = grounding._normalise_text(f"{s.title}\n{s.text}")
-        assert list(grounding._tokens(text)) == grounding._TOKEN.findall(text), s.id
+        text = words.normalise_text(f"{s.title}\n{s.text}")
+        assert list(words.tokens(text)) == words._TOKEN.findall(text), s.id
 
 
 # --- the coverage floor at its boundary -------------------------------------------------------

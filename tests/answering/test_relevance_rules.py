@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rag_contract.answering.grounding import Claim, Verdict, content_words
+from rag_contract.answering.grounding import Claim, Verdict
 from rag_contract.answering.relevance import (
     ANSWERS,
     MATCH_SHARE,
@@ -30,6 +30,7 @@ from rag_contract.corpus.chunking import Chunk
 from rag_contract.corpus.sentences import Sentence
 from rag_contract.corpus.sources import Section
 from rag_contract.index.store import Index, IndexInputs, assemble
+from rag_contract.text.words import content_words
 
 SECURE = "The Secure attribute limits cookies to secure channels only."  # 5 content words
 RANGE = "A server may ignore the Range header field."

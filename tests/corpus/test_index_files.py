@@ -11,10 +11,10 @@ import shutil
 import numpy as np
 import pytest
 
-from rag_contract.answering.grounding import passage_terms
 from rag_contract.corpus.sentences import SPLITTER_IDENTITY, sentences, split_sections
 from rag_contract.index.store import IndexLoadError, chunking_identity, derive, derived_files, load_index
 from rag_contract.retrieval.terms import TermWeights
+from rag_contract.text.words import passage_terms
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Text: the lowest layer, how every other layer reads words."""
