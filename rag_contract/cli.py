@@ -185,7 +185,11 @@ def _print_answer(answer, as_json: bool) -> int:
         print(f"  + {v.claim.text}  [{v.claim.section_id}]")
     for v in answer.withdrawn:
         print(f"  - WITHDRAWN ({v.rule}): {v.claim.text}  [{v.claim.section_id}]\n      {v.detail}")
-    if answer.relevance is not None and answer.relevance.verdict != "answers":
+    if answer.relevance is not None and answer.relevance.asked is not None:
+        asked = answer.relevance.asked
+        about = ", ".join(f"'{w}'" for w in asked.focus[:3]) or "(no focus words)"
+        print(f"  asked for: {asked.answer_type.value.replace('_', ' ')}, about {about}")
+    if answer.relevance is not None:
         print(f"  relevance: {answer.relevance.reason()}")
     if answer.state.value == "unsupported" and answer.relevance is None:
         print("  refused: no claim survived the grounding check.")

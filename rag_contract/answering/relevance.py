@@ -27,6 +27,12 @@ are their own context, not a standard's, and are left out: custom ``X-`` fields,
 name (``Set-Cookie: sid=...``, ``Cookie: a=1; b=2``) and parameters of a URI's query or path
 (after ``?``, ``&`` or ``;``).
 
+Two rules of ``answering.asked`` bound the verdict from above, whatever the logit says: a
+question about a subject the corpus does not cover (a rare name no answering section contains)
+is ``off_topic``, naming it; an answer whose kept claims hold no instance of the answer type the
+question asks for (no number for "how long", no status code for "which status"), or never
+mention the question's focus, is ``stops_short`` at best, and the reason says what is missing.
+
 ``logit = bias + sum(weight x feature)`` with weights in eval/thresholds.yaml (``relevance``),
 fitted with cross-validation by ``rag-contract calibrate``. At or above ``answer_at`` the verdict
 is ``answers``; below ``refuse_below`` it is ``off_topic`` (the kept claims are withdrawn under
@@ -39,15 +45,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from rag_contract.answering.asked import AnswerType, Asked, analyse, mentions_focus, missing_types
 from rag_contract.answering.grounding import Verdict
 from rag_contract.config.thresholds import RelevanceConfig
 from rag_contract.index.store import Index
 from rag_contract.retrieval.terms import coverage
 from rag_contract.retrieval.vectors import similarities
+from rag_contract.text.english import Frequency, zipf
 from rag_contract.text.words import content_words
 
 ANSWERS = "answers"
@@ -83,16 +91,47 @@ class Relevance:
     features: Features
     unaddressed: tuple[str, ...]  # the question's weightiest words no kept claim contains
     absent: tuple[str, ...]  # of those, the words the corpus never uses
-    unknown: tuple[str, ...] = ()  # protocol elements the question names and the corpus never contains
+    unknown: tuple[str, ...] = ()  # names the question asks about that no answering section contains
+    asked: Asked | None = None  # what the question asks for and what it is about
+    missing: tuple[AnswerType, ...] = ()  # answer types asked for that no kept claim holds
+    focus_said: bool = True  # some kept claim (or a title it cites) mentions the question's focus
+
+    @property
+    def ceiling(self) -> str:
+        """The best verdict the rules allow, whatever the logit: off_topic for an unknown subject,
+        stops_short for a missing answer type or an unmentioned focus, else answers."""
+        if self.unknown:
+            return OFF_TOPIC
+        return STOPS_SHORT if self.missing or not self.focus_said else ANSWERS
+
+    def _standing(self) -> str:
+        """Why an answer stands: the instances it gives and the focus it mentions."""
+        if self.asked is None:
+            return ""
+        bits = []
+        wants = [t.wants for t in dict.fromkeys(self.asked.types) if t.wants]
+        if wants:
+            bits.append("they give " + " and ".join(wants))
+        if self.asked.focus:
+            bits.append("they mention the question's focus")
+        return (": " + " and ".join(bits)) if bits else ""
+
+    def _about(self) -> str:
+        focus = self.asked.focus[:NAMED_TERMS] if self.asked else ()
+        return " ".join(focus)
 
     def reason(self) -> str:
         if self.verdict == ANSWERS:
-            return "the kept claims address the question"
+            return "the kept claims address the question" + self._standing()
         parts = []
         if self.unknown:
             parts.append(
                 "the question names " + ", ".join(f"'{t}'" for t in self.unknown) + ", which the corpus never contains"
             )
+        for t in self.missing:
+            parts.append(f"no kept claim gives {t.wants} for '{self._about()}'")
+        if not self.focus_said and self.asked:
+            parts.append("no kept claim mentions " + ", ".join(f"'{t}'" for t in self.asked.focus[:NAMED_TERMS]))
         if self.unaddressed:
             parts.append("no kept claim addresses " + ", ".join(f"'{t}'" for t in self.unaddressed))
         if self.absent:
@@ -108,6 +147,9 @@ class Relevance:
             "unaddressed": list(self.unaddressed),
             "absent": list(self.absent),
             "unknown": list(self.unknown),
+            **(self.asked.as_dict() if self.asked else {}),
+            "missing": [t.value for t in self.missing],
+            "ceiling": self.ceiling,
             "reason": self.reason(),
         }
 
@@ -228,12 +270,13 @@ def unknown_elements(question: str, index: Index) -> tuple[str, ...]:
     return tuple(out.values())
 
 
-def verdict_for(score: float, config: RelevanceConfig, unknown: Sequence[str] = ()) -> str:
-    if unknown:
-        return OFF_TOPIC
-    if score >= config.answer_at:
-        return ANSWERS
-    return STOPS_SHORT if score >= config.refuse_below else OFF_TOPIC
+_ORDER = {OFF_TOPIC: 0, STOPS_SHORT: 1, ANSWERS: 2}
+
+
+def verdict_for(score: float, config: RelevanceConfig, ceiling: str = ANSWERS) -> str:
+    """The verdict of the logit ``score`` under ``config``, no better than ``ceiling``."""
+    verdict = ANSWERS if score >= config.answer_at else STOPS_SHORT if score >= config.refuse_below else OFF_TOPIC
+    return min(verdict, ceiling, key=_ORDER.__getitem__)
 
 
 def assess(
@@ -243,8 +286,10 @@ def assess(
     index: Index,
     config: RelevanceConfig,
     scores: Mapping[str, float],
+    frequency: Frequency = zipf,
 ) -> Relevance:
-    """``scores``: the retrieval score of each retrieved section, by section id."""
+    """``scores``: the retrieval score of each retrieved section, by section id; ``frequency``:
+    how common a word is in English (``text.english``)."""
     said = addressed_terms(kept, index)
     f = features(question, query_vector, kept, index, said, scores)
     score = logit(f, config.weights)
@@ -253,5 +298,9 @@ def assess(
     ordered = sorted(dict.fromkeys(content_words(question)), key=lambda t: -w(t))
     unaddressed = tuple(t for t in ordered if t not in said)[:NAMED_TERMS]
     absent = tuple(t for t in unaddressed if not w.known(t))
-    unknown = unknown_elements(question, index)
-    return Relevance(verdict_for(score, config, unknown), score, f, unaddressed, absent, unknown)
+    asked = analyse(question, index.answering, frequency)
+    named = unknown_elements(question, index)
+    unknown = named + tuple(u for u in asked.unknown if u.lower() not in {n.lower() for n in named})
+    missing = missing_types(asked, [v.claim.text for v in kept])
+    r = Relevance(ANSWERS, score, f, unaddressed, absent, unknown, asked, missing, mentions_focus(asked, said))
+    return replace(r, verdict=verdict_for(score, config, r.ceiling))

@@ -38,6 +38,7 @@ from rag_contract.embedders.base import Embedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.retrieval.ranking import rank_sections
+from rag_contract.text.english import Frequency, zipf
 
 
 class AnswerState(StrEnum):
@@ -140,6 +141,26 @@ def decide(verdicts: Sequence[Verdict], relevance: str | None = ANSWERS) -> Answ
     return AnswerState.PARTIAL
 
 
+RULE_NEVER_ANSWERS = "never_answers"
+
+
+def withdraw_apparatus(verdicts: Sequence[Verdict], never_answers: frozenset[str]) -> tuple[Verdict, ...]:
+    """A kept claim citing a section that never answers (references, acknowledgements, ...:
+    ``corpus.roles``) is withdrawn under rule ``never_answers``: a bibliography entry names a
+    specification, it does not say what the specification says."""
+    return tuple(
+        replace(
+            v,
+            kept=False,
+            rule=RULE_NEVER_ANSWERS,
+            detail=f"cites {v.claim.section_id}, a section that never answers (references, acknowledgements, ...)",
+        )
+        if v.kept and v.claim.section_id in never_answers
+        else v
+        for v in verdicts
+    )
+
+
 def withdraw_off_topic(verdicts: Sequence[Verdict], relevance: Relevance) -> tuple[Verdict, ...]:
     """An off-topic answer keeps nothing: each kept claim is withdrawn under rule ``relevance``."""
     if relevance.verdict != OFF_TOPIC:
@@ -189,8 +210,11 @@ def consult(index: Index, thresholds: Thresholds, question: str, qvec: np.ndarra
 
 
 def passage_texts(index: Index, passages: Sequence[Passage]) -> list[PassageText]:
+    """The texts a drafter is offered: every passage but those that never answer."""
     out = []
     for p in passages:
+        if p.section_id in index.never_answers:
+            continue
         rows = index.sentences_of(p.section_id)
         out.append(
             PassageText(
@@ -216,8 +240,9 @@ def offered(
 
 class Service:
     """The request path. Dependencies are passed in: registry, thresholds, drafter, clock,
-    and how a query vector is obtained (the committed vector for the fixed set; the local
-    embedder for free text)."""
+    how a query vector is obtained (the committed vector for the fixed set; the local embedder
+    for free text) and how common a word is in English (``text.english``; its word list is
+    loaded here, before the first request, not inside one's deadline)."""
 
     def __init__(
         self,
@@ -226,12 +251,15 @@ class Service:
         drafter: Drafter,
         clock: Clock = time.perf_counter,
         query_vector: QueryVector = stored_vector,
+        frequency: Frequency = zipf,
     ):
         self.registry = registry
         self.thresholds = thresholds
         self.drafter = drafter
         self.clock = clock
         self.query_vector = query_vector
+        self.frequency = frequency
+        frequency("the")
 
     def answer(self, question: str, question_id: str | None = None) -> Answer | Abandoned:
         deadline = Deadline(self.thresholds.budget.request_deadline_ms, self.clock)
@@ -310,13 +338,16 @@ class Service:
             )
         with deadline.stage("grounding"):
             retrieved = {p.section_id: index.passages[p.section_id] for p in passages}
-            verdicts = check_claims(
-                claims, retrieved, self.thresholds.grounding.coverage_floor, checkpoint=deadline.check
+            verdicts = withdraw_apparatus(
+                check_claims(claims, retrieved, self.thresholds.grounding.coverage_floor, checkpoint=deadline.check),
+                index.never_answers,
             )
         kept = [v for v in verdicts if v.kept]
         with deadline.stage("relevance"):
             scores = {p.section_id: p.score for p in passages}
-            relevance = assess(question, qvec, kept, index, self.thresholds.relevance, scores) if kept else None
+            relevance = (
+                assess(question, qvec, kept, index, self.thresholds.relevance, scores, self.frequency) if kept else None
+            )
         return Deliberation(passages, tuple(verdicts), relevance)
 
     def deliberate(self, question: str, question_id: str | None = None) -> Deliberation | None:

@@ -6,7 +6,8 @@ question lists at least one expected section, every one of which exists in the p
 corpus; its ``evidence`` literal (if given) occurs in one of its expected sections
 (whitespace-collapsed); a refusal (``answerable: false``) carries ``expected_state`` of
 ``partial`` or ``unsupported`` and a ``why``, and no expected sections; ``style`` (if given) is
-``engineer`` or ``plain``, ``type`` one of ``SECTION_TYPES``, ``rfc`` an RFC of the corpus; no two
+``engineer`` or ``plain``, ``type`` one of ``SECTION_TYPES``, ``rfc`` an RFC of the corpus, ``kind`` (a
+refusal's only) one of ``REFUSAL_KINDS``; no two
 questions are near-duplicates (content-word Jaccard at or above ``NEAR_DUPLICATE_JACCARD``).
 ``fingerprint`` covers ids and question text only: it is what the committed question
 vectors depend on, and it stays outside the index version.
@@ -24,6 +25,9 @@ from pathlib import Path
 from rag_contract.config.yamlfile import read_yaml
 
 REFUSAL_STATES = ("partial", "unsupported")
+# Why the corpus cannot answer a refusal: a number it leaves open, a neighbouring specification,
+# a later extension, a practice it does not settle, or a premise it contradicts.
+REFUSAL_KINDS = ("open_number", "neighbouring_spec", "later_extension", "practice", "contradicted_premise")
 STYLES = ("engineer", "plain")
 SECTION_TYPES = ("definition", "requirement", "algorithm", "abnf", "example", "security")
 # Two questions whose content words overlap this much ask the same thing in other words. The
@@ -89,6 +93,7 @@ class Question:
     style: str | None = None  # engineer | plain
     type: str | None = None  # what kind of section text answers it
     rfc: str | None = None  # the RFC a refusal is closest to (answerable: from its expected sections)
+    kind: str | None = None  # why a refusal cannot be answered (REFUSAL_KINDS)
 
     @property
     def rfcs(self) -> tuple[str, ...]:
@@ -124,7 +129,19 @@ def question_fingerprint(questions: Iterable[Question]) -> str:
     return h.hexdigest()[:16]
 
 
-_KEYS = {"id", "question", "expected", "evidence", "answerable", "expected_state", "why", "style", "type", "rfc"}
+_KEYS = {
+    "id",
+    "question",
+    "expected",
+    "evidence",
+    "answerable",
+    "expected_state",
+    "why",
+    "style",
+    "type",
+    "rfc",
+    "kind",
+}
 
 
 def _collapse(text: str) -> str:
@@ -216,6 +233,10 @@ def parse_questions(
                 raise QuestionsError(f"{where}: a refusal has no expected sections")
             if not isinstance(item.get("why"), str) or not item["why"].strip():
                 raise QuestionsError(f"{where}: a refusal needs 'why'")
+        if answerable and "kind" in item:
+            raise QuestionsError(
+                f"{where}: 'kind' says why a refusal cannot be answered; an answerable question has none"
+            )
         question = Question(
             id=qid,
             question=text.strip(),
@@ -227,6 +248,7 @@ def parse_questions(
             style=_choice(item, "style", STYLES, where),
             type=_choice(item, "type", SECTION_TYPES, where),
             rfc=_choice(item, "rfc", rfcs, where),
+            kind=_choice(item, "kind", REFUSAL_KINDS, where),
         )
         words = content_words(question.question)  # once per question, not once per pair
         # Only a question sharing a word (or, with none, another without any) can overlap at all,

@@ -39,6 +39,7 @@ import numpy as np
 from rag_contract.config.questions import Question, question_fingerprint
 from rag_contract.config.unreadable import unreadable
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
+from rag_contract.corpus.roles import never_answers
 from rag_contract.corpus.sentences import SPLITTER_IDENTITY, Sentence, split_sections
 from rag_contract.corpus.sentences import embed_text as sentence_text
 from rag_contract.corpus.sources import Corpus, Section
@@ -47,6 +48,7 @@ from rag_contract.project import Project
 from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Bm25State, Lexical
 from rag_contract.retrieval.terms import TermWeights
 from rag_contract.retrieval.vectors import runs
+from rag_contract.text.lexicon import Lexicon
 from rag_contract.text.words import PassageTerms, content_words, passage_terms, unwrap_hyphens
 
 FORMAT = 3
@@ -191,6 +193,11 @@ class Index:
     vocabulary: frozenset[str] = field(repr=False)  # every token of the corpus, lower-cased, hyphens kept
     spellings: frozenset[str] = field(repr=False)  # every word of the corpus as written (case kept)
     derived: Derived = field(repr=False)  # what the fields above were made from, as saved
+    # Sections that never answer (``corpus.roles``: references, acknowledgements, ...), and what
+    # the others say: every content word of an answering section, and their text lower-cased with
+    # whitespace collapsed (for phrases). Read from titles at load; no part of the index address.
+    never_answers: frozenset[str] = field(default=frozenset(), repr=False)
+    answering: Lexicon = field(default=Lexicon.of(frozenset(), ""), repr=False)
     # a cache, not state: filled on first use, identical for every reader (dict writes are atomic)
     _sentence_terms: dict[int, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -269,7 +276,20 @@ def assemble(
         vocabulary=derived.vocabulary,
         spellings=derived.spellings,
         derived=derived,
+        never_answers=(apparatus := frozenset(s.id for s in sections if never_answers(s.title))),
+        answering=Lexicon.of(
+            _answering_words(terms, offsets, rows, [sid in apparatus for sid in by_id]),
+            " ".join(" ".join(f"{s.title} {s.text}".lower().split()) for s in sections if s.id not in apparatus),
+        ),
     )
+
+
+def _answering_words(
+    terms: Sequence[str], offsets: Sequence[int], rows: np.ndarray, apparatus: Sequence[bool]
+) -> frozenset[str]:
+    """The content words some answering section holds (``rows`` of each term, as in ``content_index``)."""
+    answering = ~np.asarray(apparatus, dtype=bool)
+    return frozenset(t for i, t in enumerate(terms) if answering[rows[offsets[i] : offsets[i + 1]]].any())
 
 
 _VOCABULARY_TOKEN = re.compile(r"[a-z0-9_]+(?:[-.][a-z0-9_]+)*")

@@ -162,7 +162,7 @@ class Row:
     answerable: bool
     expected_state: str | None
     features: Features | None  # None: no claim survived grounding
-    unknown: bool  # the question names a protocol element the corpus never contains
+    ceiling: str  # the best verdict the rules allow (``Relevance.ceiling``), whatever the logit
     all_kept: bool
     cites_expected: bool
 
@@ -194,7 +194,7 @@ def answer_rows(
                 q.answerable,
                 q.expected_state,
                 d.relevance.features if d and d.relevance else None,
-                bool(d and d.relevance and d.relevance.unknown),
+                d.relevance.ceiling if d and d.relevance else OFF_TOPIC,
                 d is not None and len(kept) == len(d.verdicts),
                 q.answerable and any(v.claim.section_id in q.expected for v in kept),
             )
@@ -206,7 +206,7 @@ def state_of(row: Row, config: RelevanceConfig) -> str:
     """The state ``Service.answer`` reaches for this row under ``config`` (``service.decide``)."""
     if row.features is None:
         return "unsupported"
-    verdict = verdict_for(logit(row.features, config.weights), config, ("unknown",) if row.unknown else ())
+    verdict = verdict_for(logit(row.features, config.weights), config, row.ceiling)
     if verdict == OFF_TOPIC:
         return "unsupported"
     return "grounded" if verdict == ANSWERS and row.all_kept else "partial"

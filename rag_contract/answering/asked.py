@@ -1,0 +1,348 @@
+"""What a question asks for, and what it is about: answer types, focus and unknown subjects.
+
+Classical question answering, with no model: the answer a question wants has a kind (a number,
+a status code, a name, ...), and an answer that holds no instance of that kind does not answer
+it, however well its sentences match the question's words. A question also has a focus, the
+words that name what it is asked about, apart from the engineer's own situation ("Our CDN ...",
+"my parser"). Three rules follow, each deterministic:
+
+- **Answer type.** Each interrogative sentence is classified (``classify``). An answer stands
+  only if its kept claims hold an instance of the type some interrogative sentence asks for
+  (``satisfied``): a digit or a number word for ``number``, a three-digit status code for
+  ``status_code``, a name shaped like a protocol element for ``name``. ``yes_no``,
+  ``procedure``, ``definition`` and ``other`` are satisfied by any claim; ``choice`` by a claim
+  naming one of the options.
+- **Unknown subject.** A focus word that English rarely uses (Zipf frequency below
+  ``RARE_ZIPF``), that is no number, host or path, and that no answering section of the corpus
+  contains (nor a word sharing its stem, ``text.lexicon``) names something the corpus does not
+  cover, whatever its shape ("hpack", "jwt", "Brotli"). So does a capitalised word that does not
+  open its sentence ("Do Safari and Chrome ...?"), a capitalised name of two words
+  ("JSON Pointer") or a name with a version ("TLS 1.3") that no answering section contains.
+  The question is refused, naming it.
+- **Focus.** An answer none of whose kept claims (or the titles of the sections they cite)
+  mentions a focus word does not stand.
+
+Words in the engineer's scenario are left out of the focus: sentences that ask nothing, the
+words a possessive introduces ("our nginx", "my serializer"), quoted text and the values of a
+header written out ("Allow: GET, PROPFIND").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from rag_contract.text.english import Frequency
+from rag_contract.text.lexicon import STEM, Lexicon
+from rag_contract.text.words import content_words, tokens
+
+RARE_ZIPF = 2.3  # below this, a word is a name English barely uses ("jwt" 2.0, "nginx" 2.2, "backend" 2.9)
+
+
+class AnswerType(StrEnum):
+    NUMBER = "number"  # a number, duration or size
+    STATUS_CODE = "status_code"
+    NAME = "name"  # a field, directive, attribute, parameter or method name
+    CHOICE = "choice"  # one of the options the question offers
+    YES_NO = "yes_no"
+    PROCEDURE = "procedure"
+    DEFINITION = "definition"
+    OTHER = "other"
+
+    @property
+    def wants(self) -> str:
+        """What an instance of this type is, for a reason shown to a reader."""
+        return _WANTS.get(self, "")
+
+
+_WANTS = {
+    AnswerType.NUMBER: "a number",
+    AnswerType.STATUS_CODE: "a status code",
+    AnswerType.NAME: "a name",
+    AnswerType.CHOICE: "one of the options",
+}
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the question asks for (one type per interrogative sentence, in order) and what it is
+    about (focus words as content words, in question order), and the subjects the corpus lacks."""
+
+    types: tuple[AnswerType, ...]
+    focus: tuple[str, ...]
+    unknown: tuple[str, ...]  # focus names the corpus never covers, as the question writes them
+    options: tuple[str, ...] = ()  # for a choice: the content words of the options offered
+
+    @property
+    def answer_type(self) -> AnswerType:
+        """The type the first interrogative sentence asks for: the one a reader is shown."""
+        return self.types[0] if self.types else AnswerType.OTHER
+
+    def as_dict(self) -> dict:
+        return {
+            "answer_type": self.answer_type.value,
+            "types": [t.value for t in self.types],
+            "focus": list(self.focus),
+            "unknown": list(self.unknown),
+        }
+
+
+# --- sentences and scenario ---------------------------------------------------------------
+
+# A sentence ends at ., ? or ! followed by white space and a capital, a quote or a digit, or at
+# the end of the text; "e.g. the" and "example.com" do not end one.
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z0-9\"'(])")
+_AUX = (
+    r"is|are|was|were|am|can|could|may|might|must|shall|should|will|would|does|do|did|has|have|had"
+    r"|isn't|aren't|can't|doesn't|don't|won't|shouldn't|mustn't"
+)
+_STARTS_AUX = re.compile(rf"^(?:{_AUX})\b", re.IGNORECASE)
+
+
+def interrogatives(question: str) -> list[str]:
+    """The sentences that ask something: those ending in '?', or the last sentence when none does."""
+    sentences = [s.strip() for s in _SENTENCE_END.split(question.strip()) if s.strip()]
+    asked = [s for s in sentences if s.endswith("?")]
+    return asked or sentences[-1:]
+
+
+# Spans of the scenario inside an asking sentence: quoted text, a header written out up to the
+# clause that asks ("Allow: GET, PUT, PROPFIND, should ..."), and the words a possessive or a
+# first-person subject introduces ("our reverse proxy", "my JSON serializer").
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'|`[^`]*`|\u201c[^\u201d]*\u201d|\u2018[^\u2019]*\u2019")
+_HEADER_VALUE = re.compile(
+    r"\b[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*:\s+[^?]*?"
+    rf"(?=,?\s+(?:{_AUX}|what|how|which|why|when|where|who)\b|[?]|$)"
+)
+_POSSESSIVE = re.compile(r"\b(?:our|my|your|their|his|her)\s+((?:[\w.-]+\s+)?[\w.-]+)", re.IGNORECASE)
+
+
+def _scenario_free(sentence: str) -> str:
+    for pattern in (_QUOTED, _HEADER_VALUE, _POSSESSIVE):
+        sentence = pattern.sub(" ", sentence)
+    return sentence
+
+
+# Words every question uses to ask, whatever it asks about: never its focus.
+_ASKING = frozenset(
+    content_words(
+        "what which how why when where who whom whose happen happens mean means meaning allowed allow ok okay "
+        "valid correct right wrong way ways need needs supposed best work works handle handled treat treated "
+        "say says said exactly actually really still ever standard spec specification rfc rfcs rule rules "
+        "require required requires expect expected behave behaviour behavior legal compliant conformant "
+        "thing things kind use used using able possible safe safely happen instead else anything something "
+        "difference different same case cases example one two get got gets go goes acceptable fine enough "
+        "missing wrong conclude matter matters care should would could fix problem issue"
+    )
+)
+
+
+# A name in the scenario that an asking sentence refers back to ("... with a Retry-After header.
+# Can the value be ...?"): a protocol element's shape, or a word in capitals (HEAD, JSON).
+_SCENARIO_NAME = re.compile(
+    r"(?<![\w-])(?:[A-Za-z]+(?:-[A-Za-z]+)+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*|[A-Z]{2,})(?![\w-])"
+)
+
+
+def focus(question: str) -> tuple[str, ...]:
+    """The content words of the asking sentences, scenario and asking words left out, then the
+    names the other sentences use (an asking sentence often refers back to them), in order."""
+    asking = interrogatives(question)
+    words: dict[str, None] = {}
+    for sentence in asking:
+        words.update(dict.fromkeys(w for w in content_words(_scenario_free(sentence)) if w not in _ASKING))
+    for sentence in _SENTENCE_END.split(question.strip()):
+        if sentence.strip() not in asking:
+            for m in _SCENARIO_NAME.finditer(_scenario_free(sentence)):
+                words.update(dict.fromkeys(content_words(m.group(0))))
+    return tuple(words)
+
+
+# --- answer types --------------------------------------------------------------------------
+
+_WH = r"what|which|how|why|when|where|who|whom|whose"
+_STATUS = re.compile(
+    r"\b(?:status(?:\s+code)?|response\s+code|error\s+code|status\s+line|\dxx)\b",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(
+    r"^(?:how\s+(?:many|much|long|often|big|large|small|deep|far|old|soon|frequently)\b"
+    r"|(?:what|which)(?:'s|\s+is|\s+are)?\s+(?:the\s+|a\s+)?(?:[\w-]+\s+){0,2}?"
+    r"(?:maximum|minimum|max|min|limit|limits|timeout|time-?out|ttl|size|length|duration|lifetime|number|count)\b)",
+    re.IGNORECASE,
+)
+_NAME = re.compile(
+    r"^(?:which|what)\s+(?:(?!(?:" + _AUX + r"|a|an|the)\b)[\w-]+\s+){0,2}?"
+    r"(?:header(?:\s+field)?|field|directive|attribute|parameter|method|keyword|scheme|prefix|flag|"
+    r"media\s+type|content\s+type|member|argument|class|function|setting|variable)s?\b",
+    re.IGNORECASE,
+)
+_CHOICE = re.compile(r"\b(?P<a>[\w%+./'-]+)\s+or\s+(?:a\s+|an\s+|the\s+)?(?P<b>[\w%+./'-]+)\s*[?,]", re.IGNORECASE)
+_PROCEDURE = re.compile(
+    r"^(?:how\b|what\s+(?:are\s+the\s+)?(?:exact\s+)?(?:steps|algorithm|procedure|process)\b|in\s+what\s+order\b)",
+    re.IGNORECASE,
+)
+_DEFINITION = re.compile(r"^(?:what(?:'s|\s+is|\s+are|\s+does|\s+do)\b|what\s+exactly\b|define\b)", re.IGNORECASE)
+_LEAD_IN = re.compile(r"^(?:(?:and|but|so|then|also|now|or|if\s+so|in\s+that\s+case)[,\s]+)+", re.IGNORECASE)
+# A clause opened by a condition or a circumstance asks after its comma: "If the origin fails,
+# may ...", "At minimum, how many ...", "For a 304, which ...".
+_PREAMBLE = re.compile(
+    r"^(?:if|when|whenever|after|before|once|since|although|though|while|given|with|for|in|at|on|by|"
+    r"without|over|under|halfway|besides)\b[^,?]*,\s*(?=(?:" + _AUX + "|" + _WH + r")\b)",
+    re.IGNORECASE,
+)
+# An asking sentence that asks two things: "how long ..., and what status ...?"
+# (After a bare comma, "which", "where", "when" and "who" open a relative clause, not a question.)
+_SECOND_QUESTION = re.compile(
+    r"(?:[,;]\s*(?:and|or|but)\s+|;\s*|,\s*(?=(?:what|how|why|" + _AUX + r")\b))(?=(?:" + _WH + "|" + _AUX + r")\b)",
+    re.IGNORECASE,
+)
+
+
+def clauses(sentence: str) -> list[str]:
+    """The questions one asking sentence asks, each from where it starts asking."""
+    first, *rest = _SECOND_QUESTION.split(sentence)
+    if not rest:
+        return [_PREAMBLE.sub("", _LEAD_IN.sub("", sentence.strip()))]
+    first = _PREAMBLE.sub("", _LEAD_IN.sub("", first.strip()))
+    # a first part that asks nothing ("With stale-while-revalidate, how long ...") is a preamble
+    asks = re.match(rf"(?:{_WH}|{_AUX})\b", first, re.IGNORECASE)
+    return ([first] if asks else []) + [r.strip() for r in rest]
+
+
+def clause_type(clause: str) -> AnswerType:
+    """The kind of answer one question wants. A clause that opens with an auxiliary verb wants yes
+    or no, or one of the options it offers; one that opens with "which" may offer options too;
+    a status code, a number and a name are asked for by what the clause names after its
+    interrogative word; the rest by how they open."""
+    s = clause.strip()
+    yes_no = bool(_STARTS_AUX.match(s))
+    if _CHOICE.search(s) and (yes_no or re.match(r"^which\b", s, re.IGNORECASE)):
+        return AnswerType.CHOICE
+    if yes_no:
+        return AnswerType.YES_NO
+    if re.match(rf"^(?:{_WH})\b", s, re.IGNORECASE) and _STATUS.search(s) and not re.match(r"^(?:why|how)\b", s, re.I):
+        return AnswerType.STATUS_CODE
+    if _NUMBER.match(s):
+        return AnswerType.NUMBER
+    if _NAME.match(s):
+        return AnswerType.NAME
+    if _PROCEDURE.match(s):
+        return AnswerType.PROCEDURE
+    if _DEFINITION.match(s):
+        return AnswerType.DEFINITION
+    return AnswerType.OTHER
+
+
+def classify(question: str) -> tuple[AnswerType, ...]:
+    """One answer type per question asked (a sentence may ask two), in order."""
+    return tuple(clause_type(c) for s in interrogatives(question) for c in clauses(s))
+
+
+def options(question: str) -> tuple[str, ...]:
+    """The content words of the options a choice offers ("'+' or '%20'" offers "20")."""
+    out: dict[str, None] = {}
+    for sentence in interrogatives(question):
+        for m in _CHOICE.finditer(sentence):
+            out.update(dict.fromkeys(content_words(f"{m.group('a')} {m.group('b')}")))
+    return tuple(out)
+
+
+_NUMBER_WORDS = frozenset(
+    {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
+    | {"fifteen", "twenty", "thirty", "forty", "fifty", "sixty", "hundred", "thousand", "million", "billion"}
+    | {"once", "twice", "half", "quarter"}
+)
+# A number, not a version ("HTTP/1.1") nor part of a name ("IPv6", "rfc9110")
+_NUMERAL = re.compile(r"(?<![/\w.])\d+(?:[.,]\d+)*(?![\w/])")
+_STATUS_CODE = re.compile(r"(?<![\w.])[1-5]\d\d(?![\w.])")
+# Element shapes: an inner capital (HttpOnly), an inner hyphen or underscore (max-age,
+# Set-Cookie), all capitals (GET, ETag's "ETAG"), or a capital after the sentence's first word.
+_ELEMENT_NAME = re.compile(r"\b(?:\w+[-_]\w[\w-]*|[a-z]+[A-Z]\w*|[A-Z]{2,}\w*|[A-Z][a-z]+[A-Z]\w*)\b")
+_MID_CAPITAL = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+\b")
+
+
+def has_instance(answer_type: AnswerType, text: str, choices: Sequence[str] = ()) -> bool:
+    """Does ``text`` hold an instance of ``answer_type``?"""
+    if answer_type is AnswerType.NUMBER:
+        return bool(_NUMERAL.search(text)) or any(t.lower() in _NUMBER_WORDS for t in tokens(text))
+    if answer_type is AnswerType.STATUS_CODE:
+        return bool(_STATUS_CODE.search(text))
+    if answer_type is AnswerType.NAME:
+        return bool(_ELEMENT_NAME.search(text) or _MID_CAPITAL.search(text) or _QUOTED.search(text))
+    if answer_type is AnswerType.CHOICE:
+        return not choices or any(w in choices for w in content_words(text))
+    return True
+
+
+ENFORCED = (AnswerType.NUMBER, AnswerType.STATUS_CODE, AnswerType.NAME, AnswerType.CHOICE)
+
+
+def missing_types(asked: Asked, claims: Iterable[str]) -> tuple[AnswerType, ...]:
+    """The types asked for (a number, a status code, a name, one of the options) that no kept
+    claim holds an instance of; the other types are satisfied by any claim."""
+    texts = list(claims)
+    wanted = dict.fromkeys(t for t in asked.types if t in ENFORCED)
+    return tuple(t for t in wanted if not any(has_instance(t, text, asked.options) for text in texts))
+
+
+# --- unknown subjects ---------------------------------------------------------------------
+
+# A candidate name: letters (and inner hyphens), no digit, dot or slash: hosts, paths, numbers
+# and literal values are the engineer's data, not a subject.
+_NAME_TOKEN = re.compile(r"(?<![\w./@%-])[A-Za-z][A-Za-z-]*[A-Za-z](?![\w/@%]|\.\w)")
+# Two capitalised words (or an acronym and a capitalised word), not the sentence's first: "JSON
+# Pointer", "Bearer Token"; and a name with a version: "TLS 1.3", "OAuth 2.0", "HTTP/3".
+# A capitalised word that does not open its sentence ("Do Safari and Chrome block ...?"): a
+# product or a specification, whatever English makes of the word in lower case.
+_CAPITALISED = re.compile(r"(?<=[\w,;:)] )([A-Z][a-z]+)(?![\w-])")
+_CAPITALISED_PAIR = re.compile(r"(?<=\w )([A-Z][A-Za-z]+ [A-Z][a-z][A-Za-z]+)\b")
+_VERSIONED = re.compile(r"\b([A-Z][A-Za-z]*[A-Z][A-Za-z]* \d+\.\d+|[A-Za-z]{2,}/\d+(?:\.\d+)?)(?![\w.])")
+
+
+_INFLECTION = re.compile(r"(?:es|s|ed|d|ing)$")
+
+
+def english(word: str, frequency: Frequency) -> float:
+    """How common ``word`` is in English, or its uninflected form if that is commoner
+    ("misbehaves" is rarer than "misbehave")."""
+    low = word.lower()
+    bare = _INFLECTION.sub("", low)
+    if bare == low or len(bare) < 3:
+        return frequency(low)
+    return max(frequency(low), frequency(bare), frequency(bare + "e"))
+
+
+def unknown_subjects(question: str, corpus: Lexicon, frequency: Frequency) -> tuple[str, ...]:
+    """Names in the asking sentences that English rarely uses and no answering section contains,
+    as the question writes them, in order."""
+    out: dict[str, None] = {}
+    for sentence in interrogatives(question):
+        text = _scenario_free(sentence)
+        for m in _NAME_TOKEN.finditer(text):
+            name = m.group(0)
+            if english(name, frequency) < RARE_ZIPF and not corpus.knows(name):
+                out.setdefault(name, None)
+        for m in _CAPITALISED.finditer(text):
+            if not corpus.knows(m.group(1)):
+                out.setdefault(m.group(1), None)
+        for pattern in (_CAPITALISED_PAIR, _VERSIONED):
+            for m in pattern.finditer(text):
+                if not corpus.says(m.group(1)):
+                    out.setdefault(m.group(1), None)
+    return tuple(out)
+
+
+def analyse(question: str, corpus: Lexicon, frequency: Frequency) -> Asked:
+    return Asked(classify(question), focus(question), unknown_subjects(question, corpus, frequency), options(question))
+
+
+def mentions_focus(asked: Asked, said: Iterable[str]) -> bool:
+    """Some focus word, or a word sharing its stem ("compared", "compare"), is among ``said``
+    (the content words of the kept claims and their cited titles); a question with no focus
+    words left is not held to this."""
+    said_set = set(said)
+    stems = {w[:STEM] for w in said_set if len(w) >= STEM}
+    return not asked.focus or any(w in said_set or (len(w) >= STEM and w[:STEM] in stems) for w in asked.focus)

@@ -1,0 +1,45 @@
+"""A lexicon: what a corpus's answering sections say, for looking a question's words up.
+
+Built once per index from the sections that answer (``corpus.roles`` leaves out references,
+acknowledgements and the like): their content words, the first ``STEM`` letters of each long
+word (so "tunnelling" finds "tunnel", "serializer" finds "serialization"), and their text
+lower-cased with white space collapsed, for names and phrases the tokeniser would split.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rag_contract.text.words import content_word
+
+STEM = 6  # a corpus word sharing this many leading letters is the same word ("tunnelling", "tunnel")
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """What the answering sections of a corpus say: their content words and their text
+    (lower-cased, white space collapsed). Sections that never answer are not in it."""
+
+    words: frozenset[str]
+    text: str
+    stems: frozenset[str]
+
+    @classmethod
+    def of(cls, words: frozenset[str], text: str) -> Lexicon:
+        """Compounds also count written solid ("keep-alive" is "keepalive")."""
+        solid = frozenset(w.replace("-", "") for w in words if "-" in w)
+        return cls(words | solid, text, frozenset(w[:STEM] for w in words if len(w) >= STEM and w.isalpha()))
+
+    def knows(self, word: str) -> bool:
+        """The corpus writes this word (any case, plural or not), or one sharing its stem."""
+        low = word.lower()
+        form = content_word(word)
+        if low in self.words or (form is not None and form in self.words):
+            return True
+        if len(low) >= STEM and low[:STEM] in self.stems:
+            return True
+        return re.search(rf"(?<![\w-]){re.escape(low)}(?![\w-])", self.text) is not None
+
+    def says(self, phrase: str) -> bool:
+        return " ".join(phrase.lower().split()) in self.text

@@ -1,0 +1,247 @@
+"""What a question asks for and what it is about: each answer type on both sides of its rule,
+instances of each type, the focus and the scenario, and unknown subjects, on a lexicon and an
+English frequency made by hand. Runs in milliseconds, so mutation testing runs it against
+asked.py (eval/mutation.yaml)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_contract.answering.asked import (
+    RARE_ZIPF,
+    Asked,
+    AnswerType,
+    analyse,
+    classify,
+    clauses,
+    english,
+    focus,
+    has_instance,
+    interrogatives,
+    mentions_focus,
+    missing_types,
+    options,
+    unknown_subjects,
+)
+from rag_contract.text.lexicon import Lexicon
+
+N, S, NAME, CH, YN, PROC, DEF, OTHER = (
+    AnswerType.NUMBER,
+    AnswerType.STATUS_CODE,
+    AnswerType.NAME,
+    AnswerType.CHOICE,
+    AnswerType.YES_NO,
+    AnswerType.PROCEDURE,
+    AnswerType.DEFINITION,
+    AnswerType.OTHER,
+)
+
+CORPUS = Lexicon.of(
+    frozenset({"cache", "response", "tunnel", "keep-alive", "json", "pointer", "header", "field", "partitioned"}),
+    "a cache stores a response. the keep-alive header field. json text. tls 1.2 is used. http/1.1 is a protocol.",
+)
+RARE = {"hpack": 0.0, "jwt": 2.0, "zorblax": 0.0, "keepalive": 1.0, "tunnelling": 2.2, "misbehaves": 1.9}
+RARE |= {"misbehaved": 1.5, "misbehav": 0.0, "zzs": 0.0, "zz": 0.0, "misbehave": 2.5, "crawler": 2.8}
+
+
+def frequency(word: str) -> float:
+    """Zipf frequency made by hand: the words listed as given, every other word common (5.0)."""
+    return RARE.get(word, 5.0)
+
+
+# --- sentences and clauses ----------------------------------------------------------------------
+
+
+def test_interrogatives_are_the_sentences_that_ask():
+    q = "Our CDN caches pages. It saw a 304. Which header decides? And how long is it kept?"
+    assert interrogatives(q) == ["Which header decides?", "And how long is it kept?"]
+    assert interrogatives("Our proxy strips the header. Tell me whether that is allowed") == [
+        "Tell me whether that is allowed"
+    ]  # none ends in '?': the last sentence asks
+    assert interrogatives("See e.g. example.com for it?") == ["See e.g. example.com for it?"]
+
+
+def test_clauses_split_a_sentence_that_asks_two_things():
+    assert clauses("How long is it kept, and what status is sent?") == ["How long is it kept", "what status is sent?"]
+    assert clauses("How long is it kept; which status is sent?") == ["How long is it kept", "which status is sent?"]
+    # after a bare comma, "which" opens a relative clause, not a question
+    assert clauses("What does a proxy do with a line, which starts with a tab?") == [
+        "What does a proxy do with a line, which starts with a tab?"
+    ]
+    # a preamble that asks nothing is dropped; a condition before the comma is skipped
+    assert clauses("With stale-if-error, how long may it serve?") == ["how long may it serve?"]
+    assert clauses("If the origin fails, may the proxy serve it?") == ["may the proxy serve it?"]
+    assert clauses("And so, is it kept?") == ["is it kept?"]
+
+
+# --- answer types: each class, and the question just outside it --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "types"),
+    [
+        # a number, a duration or a size
+        ("How many cookies must a browser keep?", (N,)),
+        ("How long may a cache reuse it?", (N,)),
+        ("What is the maximum size of a header?", (N,)),
+        ("What byte limit should we set?", (N,)),
+        ("Which one decides how long a cache may reuse it?", (OTHER,)),  # "how long" does not open it
+        ("Is there a limit on how long a URI can be?", (YN,)),  # an auxiliary opens it: yes or no
+        # a status code
+        ("Which status code should it send?", (S,)),
+        ("What status should we return for a missing page?", (S,)),
+        ("Why is the status line sent first?", (OTHER,)),  # asks why, names a status line
+        ("How do I read the status code?", (PROC,)),
+        # a name
+        ("Which directive gives shared caches their own lifetime?", (NAME,)),
+        ("Which request methods are safe?", (NAME,)),
+        ("What media type does JSON use?", (NAME,)),
+        ("What is an OPTIONS request for?", (DEF,)),  # "is an" between: not a question for a name
+        # yes or no, and a choice between options
+        ("Is a bare string a valid JSON text?", (YN,)),
+        ("Can the client retry?", (YN,)),
+        ("Should our API answer 401 or 403?", (CH,)),
+        ("Which wins, the 412 or the redirect?", (CH,)),
+        ("What should a server do with a space or tab?", (OTHER,)),  # "or" without a choice asked
+        # a procedure, a definition
+        ("How does a client resolve a relative reference?", (PROC,)),
+        ("What are the steps to normalise a URI?", (PROC,)),
+        ("What does no-cache mean?", (DEF,)),
+        ("What's a weak validator?", (DEF,)),
+        ("Where does the fragment go?", (OTHER,)),
+        # two questions in one sentence, and two sentences
+        ("How long a line must a server parse, and what status should it send?", (N, S)),
+        ("How deep must a parser go? Is 512 acceptable?", (N, YN)),
+    ],
+)
+def test_classify(question, types):
+    assert classify(question) == types
+
+
+def test_the_type_shown_is_the_first_asked():
+    assert Asked((S, N), (), ()).answer_type is S
+    assert Asked((), (), ()).answer_type is OTHER
+
+
+@pytest.mark.parametrize(
+    ("answer_type", "text", "holds"),
+    [
+        (N, "A cache may reuse it for 3600 seconds.", True),
+        (N, "A browser keeps at least fifty cookies.", True),
+        (N, "It is sent twice.", True),
+        (N, "It is defined by HTTP/1.1 over IPv6.", False),  # a version and a name hold no number
+        (N, "The lifetime is left to the implementation.", False),
+        (S, "The server responds with 414 (URI Too Long).", True),
+        (S, "It sends 4000 bytes of 1.414 quality.", False),  # not a three-digit code on its own
+        (S, "The server responds with an error.", False),
+        (NAME, "A shared cache uses s-maxage instead.", True),
+        (NAME, "It sends the HttpOnly flag.", True),
+        (NAME, "A client can retry GET requests.", True),
+        (NAME, "The field named 'realm' carries it.", True),
+        (NAME, "Such a request is safe, and Host says where.", True),  # a capital after a comma
+        (NAME, "shared caches keep their own lifetime.", False),
+        (YN, "anything at all", True),
+        (PROC, "anything at all", True),
+        (DEF, "anything at all", True),
+        (OTHER, "anything at all", True),
+    ],
+)
+def test_has_instance(answer_type, text, holds):
+    assert has_instance(answer_type, text) is holds
+
+
+def test_a_choice_is_answered_by_naming_an_option():
+    assert options("Should our API answer 401 or 403?") == ("401", "403")
+    assert has_instance(CH, "A server ought to respond with 403.", ("401", "403"))
+    assert not has_instance(CH, "A server ought to respond.", ("401", "403"))
+    assert has_instance(CH, "Anything.", ())  # no options read: nothing to hold it to
+
+
+def test_missing_types_names_each_kind_no_claim_holds():
+    asked = Asked((N, S, YN, N), ("line",), ())
+    assert missing_types(asked, ["It is 8000 octets long."]) == (S,)
+    assert missing_types(asked, ["It is long.", "A status is sent."]) == (N, S)
+    assert missing_types(asked, ["It is long.", "A 414 is sent."]) == ()  # a status code is a number too
+    assert missing_types(asked, ["8000 octets", "414"]) == ()
+    assert missing_types(asked, []) == (N, S)
+    assert missing_types(Asked((YN, PROC), (), ()), []) == ()
+
+
+def test_wants_says_what_an_instance_is():
+    assert [t.wants for t in (N, S, NAME, CH, YN)] == ["a number", "a status code", "a name", "one of the options", ""]
+
+
+# --- focus ----------------------------------------------------------------------------------------
+
+
+def test_focus_leaves_out_the_scenario_and_the_words_of_asking():
+    q = "Our nginx crawler stores pages. Is it allowed to reuse a stored response?"
+    assert focus(q) == ("reuse", "stored", "response")
+    # a possessive's words, quoted text and a header's value are scenario
+    assert focus("May my JSON serializer write 'NaN' here?") == ("write",)
+    assert focus("If a response says Allow: GET, PROPFIND, should the cache store it?") == ("response", "cache", "store")
+
+
+def test_focus_adds_the_names_the_scenario_uses():
+    q = "Our limiter answers 503 with a Retry-After header. Can the value be a date?"
+    assert focus(q) == ("value", "date", "retry-after")
+
+
+def test_mentions_focus_by_word_or_stem():
+    asked = Asked((YN,), ("key", "compared"), ())
+    assert mentions_focus(asked, {"compare", "string"})  # "compar" is the stem of both
+    assert mentions_focus(asked, {"key"})
+    assert not mentions_focus(asked, {"string", "equal"})
+    assert mentions_focus(Asked((YN,), (), ()), set())  # nothing left to hold it to
+
+
+# --- unknown subjects -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "unknown"),
+    [
+        ("How do hpack tables work?", ("hpack",)),  # lower case, absent, rare in English
+        ("What does a JWT carry?", ("JWT",)),  # an acronym
+        ("Do Safari and Chrome block it?", ("Safari", "Chrome")),  # capitalised, absent: names, not words
+        ("Which JSON Pointer escapes a slash?", ("JSON Pointer",)),  # a name of two words
+        ("Is TLS 1.3 required here?", ("TLS 1.3",)),  # a name with a version
+        ("What does HTTP/3 change?", ("HTTP/3",)),
+        ("Is TLS 1.2 required here?", ()),  # the corpus says it
+        ("Does HTTP/1.1 define it?", ()),
+        ("How does a crawler cache a response?", ()),  # absent but common in English: a situation
+        ("Can the cache tunnel it, tunnelling twice?", ()),  # a word sharing a corpus word's stem
+        ("Is keepalive the same as a pointer?", ()),  # a corpus compound written solid
+        ("Does the partitioned cache misbehaves often?", ()),  # inflected form of a common word
+        ("Our hpack encoder broke. Can a cache store it?", ()),  # only the asking sentence counts
+        ("Can our hpack encoder store it?", ()),  # a possessive's words are the engineer's own
+        ("Is 'hpack' stored, or example.com, or v2?", ()),  # quoted, a host, a token with a digit
+    ],
+)
+def test_unknown_subjects(question, unknown):
+    assert unknown_subjects(question, CORPUS, frequency) == unknown
+
+
+def test_rare_is_below_the_bar():
+    assert english("crawler", frequency) >= RARE_ZIPF
+    common = {"zorb": RARE_ZIPF}.get
+    assert unknown_subjects("Is zorb used?", CORPUS, lambda w: common(w, 0.0)) == ()
+    just_under = {"zorb": RARE_ZIPF - 0.01}.get
+    assert unknown_subjects("Is zorb used?", CORPUS, lambda w: just_under(w, 0.0)) == ("zorb",)
+
+
+def test_english_reads_an_inflected_word_by_its_bare_form():
+    assert english("misbehaves", frequency) == 2.5
+    assert english("misbehaved", frequency) == 2.5
+    assert english("zzs", frequency) == 0.0  # too short a bare form to look up
+
+
+def test_analyse_gathers_all_three():
+    a = analyse("Our crawler saw it. How long does an hpack cache keep it?", CORPUS, frequency)
+    assert a == Asked((N,), ("long", "hpack", "cache", "keep"), ("hpack",), ())
+    assert a.as_dict() == {
+        "answer_type": "number",
+        "types": ["number"],
+        "focus": ["long", "hpack", "cache", "keep"],
+        "unknown": ["hpack"],
+    }
