@@ -9,8 +9,8 @@ import pytest
 
 from rag_contract.answering.asked import (
     RARE_ZIPF,
-    Asked,
     AnswerType,
+    Asked,
     analyse,
     classify,
     clauses,
@@ -179,7 +179,11 @@ def test_focus_leaves_out_the_scenario_and_the_words_of_asking():
     assert focus(q) == ("reuse", "stored", "response")
     # a possessive's words, quoted text and a header's value are scenario
     assert focus("May my JSON serializer write 'NaN' here?") == ("write",)
-    assert focus("If a response says Allow: GET, PROPFIND, should the cache store it?") == ("response", "cache", "store")
+    assert focus("If a response says Allow: GET, PROPFIND, should the cache store it?") == (
+        "response",
+        "cache",
+        "store",
+    )
 
 
 def test_focus_adds_the_names_the_scenario_uses():
