@@ -27,12 +27,13 @@ from rag_contract.index.status import index_status
 from rag_contract.index.store import IndexLoadError, build_index, load_index, rebuild_texts, save_index
 from rag_contract.observability.settings import ObservabilityConfigError
 from rag_contract.openai_client import ClientConfigError
-from rag_contract.project import Paths, find_root, load_project
+from rag_contract.project import Paths, find_root, load_project, read_questions
 from rag_contract.quality.abstention import write_curve
 from rag_contract.quality.agreement import agreement_report, load_annotations
 from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, frozen_clock, run_check
+from rag_contract.quality.held_out import committed_hashes, held_out_report, sha256_of
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.quality.report_diff import (
     ReportSet,
@@ -296,6 +297,28 @@ def cmd_diff(args) -> int:
     return 0
 
 
+def cmd_held_out(args) -> int:
+    """Answer a held-out question file as a reader's free text is answered; report it whole."""
+    project = _project(args)
+    path = Path(args.questions)
+    questions = read_questions(path, project.corpus)
+    digest = sha256_of(path)
+    sealed = committed_hashes(project.paths.root / "eval" / "sealed" / "SHA256SUMS").get(path.name) == digest
+    _, extractive = _services(project)
+    extractive.clock = frozen_clock  # states, never timings
+    report = held_out_report(extractive, questions.questions, project.thresholds.retrieval.top_k, digest, sealed)
+    if args.write:
+        project.paths.result(f"{path.stem}.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    a, u = report["answerable"], report["unanswerable"]
+    print(
+        f"{path.name} ({'sealed' if sealed else 'not the sealed file'}): answerable {a['questions']}, "
+        f"answered citing expected {a['answered_citing_expected']}, grounded citing expected "
+        f"{a['grounded_citing_expected']}, r@1 {a['recall@1']} mrr {a['mrr']} | unanswerable {u['questions']}, "
+        f"answered grounded {len(u['answered_grounded'])} ({u['answered_grounded_rate']})"
+    )
+    return 0
+
+
 def cmd_calibrate(args) -> int:
     """Fit every weight and threshold with cross-validation; report out of fold and in sample."""
     project = _project(args)
@@ -446,6 +469,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--no-write", action="store_true", help="print only")
     s.set_defaults(func=cmd_calibrate)
+
+    s = sub.add_parser(
+        "held-out",
+        help="answer a held-out question file (the sealed set) as free text is answered; "
+        "with --write, eval/results/<file name>.json",
+    )
+    s.add_argument("questions", help="a question file in the schema of eval/questions.yaml")
+    s.add_argument("--write", action="store_true")
+    s.set_defaults(func=cmd_held_out)
 
     s = sub.add_parser("answer", help="answer one question of the fixed set, showing its state")
     s.add_argument("question_id")

@@ -167,10 +167,19 @@ _STATUS = re.compile(
     r"\b(?:status(?:\s+code)?|response\s+code|error\s+code|status\s+line|\dxx)\b",
     re.IGNORECASE,
 )
+_QUANTITY = (
+    r"(?:maximum|minimum|max|min|limit|limits|timeout|time-?out|ttl|size|length|duration|lifetime|number|count"
+    r"|upper\s+bound|lower\s+bound|cap|threshold|interval|delay|port|default\s+value)"
+)
 _NUMBER = re.compile(
-    r"^(?:how\s+(?:many|much|long|often|big|large|small|deep|far|old|soon|frequently)\b"
-    r"|(?:what|which)(?:'s|\s+is|\s+are)?\s+(?:the\s+|a\s+)?(?:[\w-]+\s+){0,2}?"
-    r"(?:maximum|minimum|max|min|limit|limits|timeout|time-?out|ttl|size|length|duration|lifetime|number|count)\b)",
+    r"^(?:how\s+(?:many|much|long|often|big|large|small|deep|far|old|soon|frequently|high|low|fast|quickly)\b"
+    r"|(?:what|which)(?:'s|\s+is|\s+are)?\s+(?:the\s+|a\s+|an\s+)?(?:[\w-]+\s+){0,2}?" + _QUANTITY + r"\b"
+    r"|up\s+to\s+(?:what|which|how)\b|after\s+how\s+(?:many|much|long)\b|at\s+what\s+(?:size|age|point|length|rate)\b)",
+    re.IGNORECASE,
+)
+# A yes-or-no question whether there is a limit, a default or a timeout asks for the number.
+_IS_THERE_A_NUMBER = re.compile(
+    r"^(?:is|are)\s+there\s+(?:a|an|any)\s+(?:(?!to\b)[\w-]+\s+){0,2}?(?:" + _QUANTITY + r"|default)\b",
     re.IGNORECASE,
 )
 _NAME = re.compile(
@@ -221,14 +230,16 @@ def clause_type(clause: str) -> AnswerType:
     yes_no = bool(_STARTS_AUX.match(s))
     if _CHOICE.search(s) and (yes_no or re.match(r"^which\b", s, re.IGNORECASE)):
         return AnswerType.CHOICE
+    if _IS_THERE_A_NUMBER.match(s):
+        return AnswerType.NUMBER
     if yes_no:
         return AnswerType.YES_NO
     if re.match(rf"^(?:{_WH})\b", s, re.IGNORECASE) and _STATUS.search(s) and not re.match(r"^(?:why|how)\b", s, re.I):
         return AnswerType.STATUS_CODE
-    if _NUMBER.match(s):
-        return AnswerType.NUMBER
     if _NAME.match(s):
         return AnswerType.NAME
+    if _NUMBER.match(s):
+        return AnswerType.NUMBER
     if _PROCEDURE.match(s):
         return AnswerType.PROCEDURE
     if _DEFINITION.match(s):

@@ -86,7 +86,13 @@ def test_clauses_split_a_sentence_that_asks_two_things():
         ("What is the maximum size of a header?", (N,)),
         ("What byte limit should we set?", (N,)),
         ("Which one decides how long a cache may reuse it?", (OTHER,)),  # "how long" does not open it
-        ("Is there a limit on how long a URI can be?", (YN,)),  # an auxiliary opens it: yes or no
+        ("Is there a limit on how long a URI can be?", (N,)),  # whether there is a limit: the number
+        ("Is there a default timeout for idle connections?", (N,)),
+        ("Is there a reason to limit it?", (YN,)),  # an auxiliary opens it: yes or no
+        ("What's the default timeout for idle connections?", (N,)),
+        ("Which port does https use by default?", (N,)),
+        ("Up to what size may a cookie grow?", (N,)),
+        ("Which header sets the maximum age?", (NAME,)),  # a name asked for first
         # a status code
         ("Which status code should it send?", (S,)),
         ("What status should we return for a missing page?", (S,)),

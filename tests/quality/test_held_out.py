@@ -1,0 +1,94 @@
+"""The held-out report's arithmetic on canned answers (no index, no model): what counts as
+answered, as citing, as a refusal answered, by kind; and the committed hashes it checks against."""
+
+from __future__ import annotations
+
+from rag_contract.answering.deadline import BudgetReport
+from rag_contract.answering.grounding import Claim, Verdict
+from rag_contract.answering.service import Abandoned, Answer, AnswerState, Passage
+from rag_contract.config.questions import Question
+from rag_contract.quality.held_out import committed_hashes, held_out_report, sha256_of
+
+BUDGET = BudgetReport(150.0, 1.0, {})
+
+
+def answer(state: AnswerState, cites: str | None, ranks: dict[str, int]) -> Answer:
+    kept = (Verdict(Claim("c", cites), True, None, None, 1.0, ()),) if cites else ()
+    passages = tuple(Passage(sid, sid, rank, 0.0) for sid, rank in ranks.items())
+    return Answer(None, "q", state, kept, (), passages, "v1", BUDGET, "extractive")
+
+
+class Canned:
+    """A service that answers from a table, as ``Service.answer`` would."""
+
+    class _Registry:
+        def acquire(self):
+            return type("I", (), {"version": "v1"})()
+
+    registry = _Registry()
+    drafter = type("D", (), {"name": "extractive"})()
+
+    def __init__(self, table):
+        self.table = table
+
+    def answer(self, question, question_id=None):
+        return self.table[question_id]
+
+
+QUESTIONS = [
+    Question("a1", "one", ("s#1",)),
+    Question("a2", "two", ("s#2",)),
+    Question("a3", "three", ("s#3",)),
+    Question("a4", "four", ("s#4",)),
+    Question("x1", "five", answerable=False, expected_state="partial", why="w", kind="open_number"),
+    Question("x2", "six", answerable=False, expected_state="unsupported", why="w", kind="open_number"),
+    Question("x3", "seven", answerable=False, expected_state="partial", why="w", kind="practice"),
+]
+TABLE = {
+    "a1": answer(AnswerState.GROUNDED, "s#1", {"s#1": 1, "s#9": 2}),  # grounded, citing, rank 1
+    "a2": answer(AnswerState.PARTIAL, "s#2", {"s#9": 1, "s#2": 2}),  # answered (partial), citing, rank 2
+    "a3": answer(AnswerState.GROUNDED, "s#9", {"s#9": 1}),  # grounded, citing another: not found
+    "a4": Abandoned("a4", "four", "abandoned", "spent", "v1", BUDGET),
+    "x1": answer(AnswerState.GROUNDED, "s#9", {"s#9": 1}),  # a refusal answered in full
+    "x2": answer(AnswerState.UNSUPPORTED, None, {"s#9": 1}),  # in its annotated state
+    "x3": answer(AnswerState.UNSUPPORTED, None, {"s#9": 1}),  # refused, not in its annotated state
+}
+
+
+def test_the_report():
+    r = held_out_report(Canned(TABLE), QUESTIONS, 10, "abc", True)
+    assert (r["sha256"], r["sealed"], r["index_version"], r["drafter"]) == ("abc", True, "v1", "extractive")
+    assert r["answerable"] == {
+        "questions": 4,
+        "recall@1": 0.25,
+        "recall@5": 0.5,
+        "recall@10": 0.5,
+        "mrr": round((1 + 1 / 2) / 4, 4),
+        "answered_citing_expected": 0.5,
+        "grounded_citing_expected": 0.25,
+    }
+    u = r["unanswerable"]
+    assert (u["questions"], u["answered_grounded"], u["answered_grounded_rate"]) == (3, ["x1"], 0.3333)
+    assert u["state_agreement"] == 0.3333
+    assert u["by_kind"] == {
+        "open_number": {"questions": 2, "answered_grounded": ["x1"]},
+        "practice": {"questions": 1, "answered_grounded": []},
+    }
+    rows = {row["id"]: row for row in r["questions"]}
+    assert rows["a2"] == {"id": "a2", "answerable": True, "state": "partial", "rank": 2, "cites_expected": True}
+    assert rows["a4"] == {"id": "a4", "answerable": True, "state": "abandoned"}
+    assert rows["x1"]["kind"] == "open_number" and rows["x1"]["expected_state"] == "partial"
+
+
+def test_committed_hashes_read_sha256sum_lines(tmp_path):
+    f = tmp_path / "set.yaml"
+    f.write_text("questions: []\n")
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text(f"{sha256_of(f)}  set.yaml\n\n0000  other.yaml\n")
+    assert committed_hashes(sums) == {"set.yaml": sha256_of(f), "other.yaml": "0000"}
+    assert committed_hashes(tmp_path / "absent") == {}
+
+
+def test_the_committed_sealed_hash_is_the_protocols(root):
+    sums = committed_hashes(root / "eval" / "sealed" / "SHA256SUMS")
+    assert list(sums) == ["sealed.yaml"] and len(sums["sealed.yaml"]) == 64
