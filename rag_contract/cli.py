@@ -47,6 +47,7 @@ from rag_contract.quality.report_diff import (
 )
 from rag_contract.quality.thresholds_file import update_thresholds, write_fitted
 from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
+from rag_contract.text.english import zipf
 from rag_contract.web.serving import (
     ServeConfigError,
     build_services,
@@ -159,6 +160,7 @@ def _services(project, index=None):
     registry = Registry(index)
     embedders = embedder_for(make_embedder)
     embedders(index.embedder_name).embed(["warm-up"])  # load the model now, not inside a request's deadline
+    zipf("the")  # and the English word list
     return build_services(
         registry,
         project.thresholds,

@@ -241,8 +241,8 @@ def offered(
 class Service:
     """The request path. Dependencies are passed in: registry, thresholds, drafter, clock,
     how a query vector is obtained (the committed vector for the fixed set; the local embedder
-    for free text) and how common a word is in English (``text.english``; its word list is
-    loaded here, before the first request, not inside one's deadline)."""
+    for free text) and how common a word is in English (``text.english``: the first answer to
+    reach the relevance check loads its list, about 40 ms, unless the caller warmed it)."""
 
     def __init__(
         self,
@@ -259,7 +259,6 @@ class Service:
         self.clock = clock
         self.query_vector = query_vector
         self.frequency = frequency
-        frequency("the")
 
     def answer(self, question: str, question_id: str | None = None) -> Answer | Abandoned:
         deadline = Deadline(self.thresholds.budget.request_deadline_ms, self.clock)
