@@ -3,7 +3,8 @@
 The annotation protocol (eval/annotations.yaml) labels an unanswerable question ``partial`` when
 the corpus holds a true, relevant statement that stops short of the answer, and ``unsupported``
 when it holds none. The service reaches those states from one relevance logit and the
-unknown-element rule. This tool asks whether *any* linear rule over what the service sees could
+unknown-subject rules (the "unknown" column: the rules put the answer off topic). This tool asks
+whether *any* linear rule over what the service sees could
 do better: for each feature set it fits a class-balanced logistic regression
 (``calibration.fit_logistic``) on all committed refusals but one, predicts the one left out, and
 reports the share predicted right (leave-one-out), beside the share of the larger class.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_contract.answering.relevance import OFF_TOPIC
 from rag_contract.config.thresholds import RELEVANCE_FEATURES
 from rag_contract.index.store import load_index
 from rag_contract.project import Project, load_project
@@ -41,7 +43,7 @@ DIGITS = 3
 
 def _column(row: Row, name: str) -> float:
     if name == "unknown":
-        return float(row.unknown)
+        return float(row.ceiling == OFF_TOPIC)
     assert row.features is not None
     return float(row.features.as_dict()[name])
 

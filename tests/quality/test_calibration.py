@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag_contract.answering.relevance import Features
+from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, STOPS_SHORT, Features
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import RelevanceConfig
 from rag_contract.quality.calibration import FOLDS, Row, fit_logistic, fit_relevance, folds, state_of
@@ -32,8 +32,8 @@ def test_logistic_fit_separates_a_separable_set_and_returns_raw_weights():
     assert (z[y == 1] > 0).all() and (z[y == 0] < 0).all()
 
 
-def row(qid, answerable, sim, cites=False, expected_state=None, all_kept=True, unknown=False) -> Row:
-    return Row(qid, answerable, expected_state, Features(sim, 0.0, 0.0, 0.0, 0.0), unknown, all_kept, cites)
+def row(qid, answerable, sim, cites=False, expected_state=None, all_kept=True, ceiling=ANSWERS) -> Row:
+    return Row(qid, answerable, expected_state, Features(sim, 0.0, 0.0, 0.0, 0.0), ceiling, all_kept, cites)
 
 
 CONFIG = RelevanceConfig(
@@ -46,8 +46,10 @@ def test_state_of_is_the_service_decision():
     assert state_of(row("q", True, 0.6, all_kept=False), CONFIG) == "partial"
     assert state_of(row("q", True, 0.3), CONFIG) == "partial"
     assert state_of(row("q", True, 0.1), CONFIG) == "unsupported"
-    assert state_of(row("q", True, 0.9, unknown=True), CONFIG) == "unsupported"
-    assert state_of(Row("q", True, None, None, False, True, False), CONFIG) == "unsupported"
+    assert state_of(row("q", True, 0.9, ceiling=OFF_TOPIC), CONFIG) == "unsupported"  # an unknown subject
+    assert state_of(row("q", True, 0.9, ceiling=STOPS_SHORT), CONFIG) == "partial"  # no number for "how long"
+    assert state_of(row("q", True, 0.1, ceiling=STOPS_SHORT), CONFIG) == "unsupported"
+    assert state_of(Row("q", True, None, None, OFF_TOPIC, True, False), CONFIG) == "unsupported"
 
 
 def test_the_answer_threshold_refuses_what_an_invented_answer_would_cost():

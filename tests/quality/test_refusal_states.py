@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 
-from rag_contract.answering.relevance import Features
+from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, Features
 from rag_contract.quality.calibration import Row
 from tools.refusal_states import REPORT, leave_one_out, report
 
 
 def _row(i: int, state: str, similarity: float, unknown: bool = False) -> Row:
-    return Row(f"u{i}", False, state, Features(similarity, 0.2, 0.1, 0.5, 2.0), unknown, True, False)
+    return Row(
+        f"u{i}", False, state, Features(similarity, 0.2, 0.1, 0.5, 2.0), OFF_TOPIC if unknown else ANSWERS, True, False
+    )
 
 
 def test_committed_report_matches_a_fresh_run(project, root):
