@@ -11,8 +11,11 @@ Contract (``EmbeddingBatcher(embed, max_batch, max_wait_ms)``; ``thresholds.batc
   nothing), ``max_batch`` questions are waiting, or the oldest has waited ``max_wait_ms``. So
   no question waits longer than ``max_wait_ms`` for its call to be started, calls may overlap
   when one outlasts that wait, and questions keep their order;
-- calls run on the batcher's own threads, never on a caller's: a caller that gives up (its
-  deadline spent) strands no other question.
+- a question that finds the embedder idle (no call running, nobody waiting) is embedded by its
+  own caller, in ``vector()``, with no thread hop: alone, one question costs what it did
+  unbatched. Every other call runs on the batcher's own threads, so a caller that gives up
+  (its deadline spent) strands no other question; one that gives up before running its own
+  call says so with ``forgo()``, which frees the embedder for the next.
 
 ``BatchedVectors`` is the free-text query vector built on it: ``Service`` times
 ``started()`` as the budget's ``embedding_wait`` stage and ``vector()`` as ``embedding``, so
@@ -41,9 +44,11 @@ MAX_CALLS = 4
 class Ticket:
     """One queued question: when its call began, and its vector once the call has ended."""
 
-    def __init__(self, text: str, queued_at: float):
+    def __init__(self, text: str, queued_at: float, batcher: EmbeddingBatcher):
         self.text = text
         self.queued_at = queued_at
+        self._batcher = batcher
+        self._inline = False  # this caller runs its own call, alone, in vector()
         self._started = threading.Event()
         self._done = threading.Event()
         self._vector: np.ndarray | None = None
@@ -54,11 +59,21 @@ class Ticket:
         self._started.wait()
 
     def vector(self) -> np.ndarray:
+        if self._inline:
+            self._inline = False
+            self._batcher._run([self])
         self._done.wait()
         if self._error is not None:
             raise self._error
         assert self._vector is not None
         return self._vector
+
+    def forgo(self) -> None:
+        """The caller will not ask for its vector: a call it was to run itself is dropped (it
+        held only this question). Anything else is left to run; its row is not read."""
+        if self._inline:
+            self._inline = False
+            self._batcher._dropped()
 
     def _begin(self, batch_size: int) -> None:
         self.batch_size = batch_size
@@ -91,8 +106,15 @@ class EmbeddingBatcher:
         self.calls = 0  # calls begun, for measurement
 
     def submit(self, text: str) -> Ticket:
-        ticket = Ticket(text, self._clock())
+        ticket = Ticket(text, self._clock(), self)
         with self._lock:
+            if self._running == 0 and not self._waiting:
+                # Idle: the caller embeds its own question at once, on its own thread.
+                self._running += 1
+                self.calls += 1
+                ticket._inline = True
+                ticket._begin(1)
+                return ticket
             self._waiting.append(ticket)
             self._launch_due()
             if self._waiting:
@@ -128,6 +150,11 @@ class EmbeddingBatcher:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(MAX_CALLS, thread_name_prefix="embedding-batch")
             self._pool.submit(self._run, batch)
+
+    def _dropped(self) -> None:
+        with self._lock:
+            self._running -= 1
+            self._launch_due()
 
     def _run(self, batch: list[Ticket]) -> None:
         for ticket in batch:

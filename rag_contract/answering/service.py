@@ -274,10 +274,13 @@ class Service:
                 # wait for that call is a stage of its own, spent from this deadline.
                 assert isinstance(self.query_vector, BatchedVectors)
                 ticket = self.query_vector.queue(index, question)
-                with deadline.stage("embedding_wait"):
-                    ticket.started()
-                with deadline.stage("embedding"):
-                    qvec = ticket.vector()
+                try:
+                    with deadline.stage("embedding_wait"):
+                        ticket.started()
+                    with deadline.stage("embedding"):
+                        qvec = ticket.vector()
+                finally:
+                    ticket.forgo()  # abandoned before its own call ran: the embedder is freed
             with deadline.stage("retrieval"):
                 if not batched and not lexical_only:
                     qvec = self.query_vector(index, question)

@@ -53,6 +53,7 @@ class SlowEmbed:
 
     def __init__(self, gate: threading.Event | None = None, fail: Exception | None = None):
         self.calls: list[list[str]] = []
+        self.threads: list[int] = []
         self.gate = gate
         self.fail = fail
         self.lock = threading.Lock()
@@ -60,6 +61,7 @@ class SlowEmbed:
     def __call__(self, texts):
         with self.lock:
             self.calls.append(list(texts))
+            self.threads.append(threading.get_ident())
         if self.gate is not None:
             self.gate.wait(5)
         if self.fail is not None:
@@ -74,13 +76,32 @@ def _wait_for(predicate, timeout_s: float = 5.0) -> None:
         time.sleep(0.001)
 
 
-def test_a_question_that_finds_the_embedder_idle_is_embedded_at_once_alone():
+def test_a_question_that_finds_the_embedder_idle_is_embedded_at_once_alone_by_its_caller():
     embed = SlowEmbed()
     batcher = EmbeddingBatcher(embed, max_batch=8, max_wait_ms=10_000)
     ticket = batcher.submit("abc")
     ticket.started()
     assert ticket.vector().tolist() == [3.0, 0.0]
     assert embed.calls == [["abc"]] and ticket.batch_size == 1
+    assert embed.threads == [threading.get_ident()]  # no thread hop when nobody shares the call
+
+
+def _run_first(ticket) -> threading.Thread:
+    """The caller of a question that found the embedder idle, running its call."""
+    caller = threading.Thread(target=ticket.vector)
+    caller.start()
+    return caller
+
+
+def test_a_caller_that_gives_up_before_its_own_call_frees_the_embedder():
+    embed = SlowEmbed()
+    batcher = EmbeddingBatcher(embed, max_batch=8, max_wait_ms=10_000)
+    gone = batcher.submit("gone")
+    gone.forgo()
+    nxt = batcher.submit("next")  # idle again: embedded at once, not after max_wait
+    assert nxt.vector().tolist() == [4.0, 0.0] and embed.calls == [["next"]]
+    nxt.forgo()  # after its vector: nothing to free
+    assert batcher.submit("third").vector().tolist() == [5.0, 0.0]
 
 
 def test_questions_that_arrive_while_it_is_busy_share_the_next_call_in_order():
@@ -88,6 +109,7 @@ def test_questions_that_arrive_while_it_is_busy_share_the_next_call_in_order():
     embed = SlowEmbed(gate)
     batcher = EmbeddingBatcher(embed, max_batch=3, max_wait_ms=10_000)
     first = batcher.submit("q0")
+    _run_first(first)
     _wait_for(lambda: len(embed.calls) == 1)
     waiting = [batcher.submit(f"q{i}") for i in range(1, 6)]
     # three waiting make a full batch, which starts beside the running call; two still wait
@@ -104,7 +126,7 @@ def test_no_question_waits_past_max_wait_for_its_call_to_begin():
     gate = threading.Event()
     embed = SlowEmbed(gate)
     batcher = EmbeddingBatcher(embed, max_batch=8, max_wait_ms=30)
-    batcher.submit("busy")
+    _run_first(batcher.submit("busy"))
     _wait_for(lambda: len(embed.calls) == 1)
     began = time.perf_counter()
     late = batcher.submit("late")
