@@ -705,7 +705,7 @@ def measure_ask(
     }
     plain = {name: c["levels"] for name, c in configs.items()}
     return {
-        "client": "closed loop, one keep-alive connection per client (tools/ask_load.py), Retry-After not honoured",
+        "client": "a closed loop on one keep-alive connection each, Retry-After not honoured (tools/ask_load.py)",
         "questions": len(questions),
         "admission": dataclasses.asdict(project.thresholds.admission),
         "configs": configs,
@@ -933,11 +933,21 @@ def render(report: Mapping[str, Any]) -> str:
         f"(goal >= {GOAL_TWO_VS_ONE}x: {_met(g['two_workers_vs_one']['met'])}); "
         f"abandoned at {ABANDON_LEVEL} clients: {abandoned_text} "
         f"(goal none: {_met(g['no_abandoned_at_16']['met'])}). "
-        f"Rate limiter active during the run: {'n/a' if active is None else ('yes' if active else 'NO')}.",
+        f"Rate limiter active during the run: {'n/a' if active is None else ('yes' if active else 'NO')}."
+        + _round_trips(report["configs"].get("two_workers", {})),
     ]
     if "ask" in report:
         lines += ["", *render_ask(report["ask"])]
     return "\n".join(lines) + "\n"
+
+
+def _round_trips(entry: Mapping[str, Any]) -> str:
+    if "redis_round_trips" not in entry:
+        return ""
+    return (
+        f" Two workers: {entry['redis_round_trips']} round trips to redis for {entry['measured_requests']} "
+        "requests measured (decisions asked for in one turn of a worker's event loop share one)."
+    )
 
 
 def _ms(v: float | None) -> str:
@@ -947,9 +957,9 @@ def _ms(v: float | None) -> str:
 def render_ask(ask: Mapping[str, Any]) -> list[str]:
     """The ``POST /ask`` table and its goals (lines of the README block)."""
     lines = [
-        f"`POST /ask`, one worker, {ask['questions']} questions asked in turn by each of N clients "
-        f"({ask['client']}); batched and unbatched servers measured in turn at each level; "
-        "p50 and p99 of the answered requests only.",
+        f"`POST /ask`, one worker, the {ask['questions']} questions of the question set asked in turn by "
+        f"each of N clients: {ask['client']}. Batched and unbatched servers measured in turn at each level; "
+        "p50 and p99 of the answered requests only, as the client sees them.",
         "",
         "| POST /ask | clients | answers/s | p50 ms | p99 ms | shed share | abandoned |",
         "|---|---|---|---|---|---|---|",

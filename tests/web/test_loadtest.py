@@ -181,7 +181,10 @@ def test_render_one_row_per_config_and_level_then_ratios_and_goals():
     assert "0.80x (goal >= 0.7x: met)" in text
     assert "at 64 clients: 1.25x (goal >= 1.6x: missed)" in text
     assert "one_worker 2, two_workers 0 (goal none: missed)" in text
-    assert text.endswith("\n")
+    assert text.endswith("\n") and "round trips to redis" not in text
+    report = _report(_at_64(_configs(bare=1000, one=800, two=1000)))
+    report["configs"]["two_workers"] |= {"redis_round_trips": 120, "measured_requests": 480}
+    assert "Two workers: 120 round trips to redis for 480 requests measured" in render(report)
 
 
 def test_the_revalidation_row_has_its_ratio_goal_and_label():
