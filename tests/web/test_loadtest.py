@@ -227,7 +227,10 @@ def test_render_handles_the_committed_report(root):
         pytest.skip("no committed eval/results/load.json yet")
     report = json.loads(path.read_text())
     text = render(report)
-    assert text.count("\n| ") == 1 + sum(len(c["levels"]) for c in report["configs"].values())
+    rows = 1 + sum(len(c["levels"]) for c in report["configs"].values())
+    if "ask" in report:
+        rows += 1 + sum(len(c["levels"]) for c in report["ask"]["configs"].values())
+    assert text.count("\n| ") == rows
     assert "/Users/" not in path.read_text() and "/home/" not in path.read_text() and "/tmp" not in path.read_text()
 
 
