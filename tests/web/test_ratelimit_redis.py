@@ -273,3 +273,43 @@ def test_a_failed_round_trip_refuses_every_request_of_it():
 
     outcomes = asyncio.run(together())
     assert all(isinstance(o, StoreUnavailable) and "ConnectionError" in str(o) for o in outcomes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    per_minute=st.floats(min_value=0.5, max_value=600, allow_nan=False),
+    burst=st.integers(min_value=1, max_value=4),
+    start=st.floats(min_value=0, max_value=2e9, allow_nan=False),
+    turns=st.lists(
+        st.lists(st.tuples(st.sampled_from("abc"), st.floats(min_value=-2, max_value=10)), min_size=1, max_size=6),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_decisions_coalesced_in_turns_equal_the_rule_applied_one_by_one(
+    redis_server, shared_client, per_minute, burst, start, turns
+):
+    allowance = Allowance(per_minute=per_minute, burst=burst, trusted_proxy_hops=0)
+    store, run = RedisStore.from_url(redis_server.url), uuid.uuid4().hex
+    states: dict[str, BucketState | None] = {}
+    expected, now = [], start
+    for turn in turns:
+        for key, step in turn:
+            now += step
+            states[key], decision = refill_and_take(states.get(key), now, allowance)
+            expected.append(decision)
+
+    async def asked_in_turns() -> list:
+        decided, at = [], start
+        for turn in turns:
+            times = []
+            for _, step in turn:
+                at += step
+                times.append(at)
+            decided += await asyncio.gather(
+                *(store.take_async(f"{run}-{key}", t, allowance) for (key, _), t in zip(turn, times, strict=True))
+            )
+        return decided
+
+    assert asyncio.run(asked_in_turns()) == expected
+    shared_client.delete(*(REDIS_KEY_PREFIX + f"{run}-{k}" for k in "abc"))
