@@ -71,7 +71,8 @@ bench-compare: $(STAMP)
 	$(BIN)/python -m pytest tests/bench_*.py --benchmark-only --benchmark-compare \
 		--benchmark-compare-fail=median:100% --benchmark-columns=min,median,max,rounds
 
-# Bounded loopback load run (wrk, ~2 minutes): writes eval/results/load.json, then the README table.
+# Bounded loopback load run (wrk, then closed-loop POST /ask clients; ~4 minutes): writes
+# eval/results/load.json, then the README tables.
 load: $(STAMP)
 	$(BIN)/python -m tools.loadtest
 	$(BIN)/python -m tools.readme

@@ -24,12 +24,16 @@ Contract:
   limiter still runs, and still takes a token, on every request; before measuring,
   ``limiter_check`` shows it still refuses one fixed client after its burst (and, with two
   workers, that the two processes share that client's one bucket).
-- With ``one_worker``, the same server is measured for two more requests (``ROWS``): the
+- With ``one_worker``, the same server is measured for one more request (``ROWS``): the
   ``/answer`` request revalidated with the ``ETag`` it was served (``If-None-Match``: a 304
-  is what is expected), and ``POST /ask`` with a fixed question, after ``ask_ready`` has
-  waited out the model's load (503 ``embedder_loading``, ``Retry-After``). Each is a row
-  of its own (``one_worker_revalidate``, ``one_worker_ask``) and a ratio against the bare
-  route.
+  is what is expected), a row of its own (``one_worker_revalidate``) and a ratio against the
+  bare route.
+- With ``one_worker``, ``POST /ask`` is measured too (``measure_ask``), at ``ask_clients``
+  (1, 16, 64 and 256) closed-loop clients asking the question set's questions in turn
+  (``tools/ask_load.py``: answers/s, p50 and p99 of the answered requests as the client sees
+  them, shed share, abandoned count), on two one-worker servers started side by side once the
+  model has loaded (``ask_ready``): ``batched`` (the thresholds as committed) and
+  ``unbatched`` (``batching.max_batch: 1``), taking turns at each level.
 - The report (``eval/results/load.json``) holds machine-independent metadata only (cpu
   count, versions, date, duration, question id), per config and level: req/s, p50/p99 ms,
   completed requests, non-2xx responses, responses other than the expected status (2xx, or
@@ -37,7 +41,11 @@ Contract:
   of each served row to the bare route and of two workers to one; and whether each goal was
   met. The goals are benchmarks, recorded, never asserted: one worker >= 0.7x the bare route
   and a revalidation >= 0.9x (best req/s of each), two workers >= 1.6x one worker at 64
-  clients, no request abandoned at 16 clients.
+  clients, no request abandoned at 16 clients; batched ``POST /ask`` at 64 clients >= 60
+  answers/s with a p99 within the request deadline and none abandoned, at 256 clients no
+  fewer answers/s than at 64, and at one client a p50 at most 1 ms above unbatched.
+  With two workers, ``redis_round_trips`` counts the rate limiter's EVALSHA calls beside the
+  requests measured: decisions asked for in the same turn of a worker's loop share one.
 - ``render(report)`` is the README's markdown for such a report.
 """
 
@@ -45,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -69,13 +78,15 @@ from starlette.routing import Route
 
 from rag_contract.config.thresholds import load_thresholds
 from rag_contract.project import Paths, find_root, load_project
+from tools.ask_load import run_level
 from tools.machine import load_average, machine
 
 CONFIGS = ("bare", "one_worker", "two_workers")
 DEFAULT_CLIENTS = (1, 4, 16, 64)
+ASK_CLIENTS = (1, 16, 64, 256)
 DEFAULT_DURATION_S = 8
 DEFAULT_QUESTION_ID = "q11"  # a grounded answer: retrieval, drafting and grounding all run
-TIME_LIMIT_S = 240.0
+TIME_LIMIT_S = 420.0
 WRK_THREADS = 1  # one load thread: on 2 cores every cycle wrk spends is one the servers lose
 WARMUP_S = 1
 HOST = "127.0.0.1"  # loopback only, by construction
@@ -85,9 +96,14 @@ GOAL_REVALIDATE_VS_BARE = 0.9
 GOAL_TWO_VS_ONE = 1.6
 SCALE_LEVEL = 64  # where connections spread over both workers: the two-worker goal's level
 ABANDON_LEVEL = 16
-ASK_QUESTION = "What does the no-cache directive of Cache-Control mean?"
+ASK_QUESTION = "What does the no-cache directive of Cache-Control mean?"  # what waits out the model's load
+GOAL_ASK_ANSWERS = 60.0  # answers/s, batched, at ASK_SCALE_LEVEL clients
+GOAL_ASK_P50_SLACK_MS = 1.0  # batched p50 at one client at most this above unbatched
+ASK_SCALE_LEVEL = 64
+ASK_TOP_LEVEL = 256
+ASK_LABELS = {"batched": "batched", "unbatched": "unbatched (max_batch 1)"}
 # The extra requests measured on the one-worker server, each a row of the report.
-ROWS = {"one_worker_revalidate": "1 worker: 304 revalidation", "one_worker_ask": "1 worker: POST /ask"}
+ROWS = {"one_worker_revalidate": "1 worker: 304 revalidation"}
 
 RESULT_MARK = "RAGC_WRK_JSON "
 _STARTED = "Application startup complete"
@@ -454,8 +470,9 @@ def own_redis(workdir: Path) -> Iterator[str]:
     raise LoadError(f"redis-server did not start after 3 attempts:\n{_tail(log)}")
 
 
-def redis_token_takes(url: str) -> int:
-    """EVALSHA calls so far: one per rate-limit decision ``RedisStore`` made."""
+def redis_round_trips(url: str) -> int:
+    """EVALSHA calls so far: one per round trip of ``RedisStore``, each deciding every request
+    that asked in the same turn of a worker's event loop."""
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=2)
@@ -469,9 +486,10 @@ def redis_token_takes(url: str) -> int:
 # --- the project copy ---------------------------------------------------------------------
 
 
-def load_tree(root: Path, dest: Path) -> Path:
+def load_tree(root: Path, dest: Path, max_batch: int | None = None) -> Path:
     """``dest`` as a project served from ``root``'s files, thresholds aside: the one change
-    is ``rate_limit.trusted_proxy_hops: 1`` (see the module docstring). Validated here."""
+    is ``rate_limit.trusted_proxy_hops: 1`` (see the module docstring), and
+    ``batching.max_batch`` when ``max_batch`` is given. Validated here."""
 
     root = Path(root).resolve()
     dest.mkdir(parents=True, exist_ok=True)
@@ -483,6 +501,8 @@ def load_tree(root: Path, dest: Path) -> Path:
             (dest / "eval" / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     data = yaml.safe_load((root / "eval" / "thresholds.yaml").read_text(encoding="utf-8"))
     data["rate_limit"]["trusted_proxy_hops"] = 1
+    if max_batch is not None:
+        data["batching"]["max_batch"] = max_batch
     path = dest / "eval" / "thresholds.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     load_thresholds(path)  # the copy must be as valid as the original
@@ -616,24 +636,93 @@ def ratios(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "one_worker_vs_bare": pair("one_worker", "bare"),
         "revalidate_vs_bare": pair("one_worker_revalidate", "bare"),
-        "ask_vs_bare": pair("one_worker_ask", "bare"),
         "two_workers_vs_one": pair("two_workers", "one_worker"),
+    }
+
+
+def _at_least(value: float | None, target: float | None) -> dict[str, Any]:
+    met = None if value is None or target is None else value >= target
+    return {"target": target, "value": value, "met": met}
+
+
+def ask_goals(levels: Mapping[str, Mapping[str, Mapping[str, Any]]], deadline_ms: float) -> dict[str, Any]:
+    """The ``POST /ask`` goals from the ``batched`` and ``unbatched`` levels (None: not measured)."""
+
+    def at(name: str, n: int, key: str) -> Any:
+        return levels.get(name, {}).get(str(n), {}).get(key)
+
+    answers = at("batched", ASK_SCALE_LEVEL, "answers_per_s")
+    p99, abandoned = at("batched", ASK_SCALE_LEVEL, "p99_ms"), at("batched", ASK_SCALE_LEVEL, "abandoned")
+    p50, p50_alone = at("batched", 1, "p50_ms"), at("unbatched", 1, "p50_ms")
+    return {
+        "answers_at_64": _at_least(answers, GOAL_ASK_ANSWERS),
+        "no_collapse_at_256": _at_least(at("batched", ASK_TOP_LEVEL, "answers_per_s"), answers),
+        "p99_at_64": {
+            "target": deadline_ms,
+            "value": p99,
+            "abandoned": abandoned,
+            "met": None if p99 is None or abandoned is None else (p99 <= deadline_ms and abandoned == 0),
+        },
+        "p50_at_1": {
+            "target": None if p50_alone is None else round(p50_alone + GOAL_ASK_P50_SLACK_MS, 2),
+            "value": p50,
+            "met": None if p50 is None or p50_alone is None else p50 <= p50_alone + GOAL_ASK_P50_SLACK_MS,
+        },
+    }
+
+
+def measure_ask(
+    root: Path,
+    tmp: Path,
+    env: Mapping[str, str],
+    clients: Sequence[int],
+    duration_s: int,
+    warmup_s: int,
+) -> dict[str, Any]:
+    """``POST /ask`` on a batched and an unbatched one-worker server, in turn at each level."""
+    project = load_project(Path(root))
+    questions = [q.question for q in project.questions.questions]
+    trees = {"batched": load_tree(root, tmp / "ask-batched"), "unbatched": load_tree(root, tmp / "ask-unbatched", 1)}
+    levels: dict[str, dict[int, Any]] = {name: {} for name in trees}
+    with contextlib.ExitStack() as stack:
+        ports = {}
+        for name, tree in trees.items():
+            _, port = stack.enter_context(running_server(serve_argv(1, None), tree, env, tmp / f"ask-{name}.log", 1))
+            ask_ready(f"http://{HOST}:{port}", json.dumps({"question": ASK_QUESTION}).encode())
+            ports[name] = port
+        if warmup_s > 0:  # first answers pay lazy imports and cold caches; not measured
+            for port in ports.values():
+                run_level(HOST, port, min(4, max(clients)), warmup_s, questions, len(clients))
+        for i, n in enumerate(clients):
+            for name, port in ports.items():
+                levels[name][n] = run_level(HOST, port, n, duration_s, questions, i)
+    configs = {
+        name: {
+            "batching": dataclasses.asdict(load_thresholds(tree / "eval" / "thresholds.yaml").batching),
+            "levels": {str(n): lv.as_dict() for n, lv in levels[name].items()},
+        }
+        for name, tree in trees.items()
+    }
+    plain = {name: c["levels"] for name, c in configs.items()}
+    return {
+        "client": "a closed loop on one keep-alive connection each, Retry-After not honoured (tools/ask_load.py)",
+        "questions": len(questions),
+        "admission": dataclasses.asdict(project.thresholds.admission),
+        "configs": configs,
+        "goals": ask_goals(plain, project.thresholds.budget.request_deadline_ms),
     }
 
 
 def goals(configs: Mapping[str, Mapping[str, Any]], ratio: Mapping[str, Any]) -> dict[str, Any]:
     """Each goal's target, measured value and whether it was met (None: not measured)."""
 
-    def at_least(value: float | None, target: float) -> dict[str, Any]:
-        return {"target": target, "value": value, "met": None if value is None else value >= target}
-
     served = [name for name in ("one_worker", "two_workers") if name in configs]
     key = str(ABANDON_LEVEL)
     counts = {name: configs[name]["levels"][key]["abandoned"] for name in served if key in configs[name]["levels"]}
     return {
-        "one_worker_vs_bare": at_least(ratio["one_worker_vs_bare"]["best"], GOAL_ONE_VS_BARE),
-        "revalidate_vs_bare": at_least(ratio.get("revalidate_vs_bare", {}).get("best"), GOAL_REVALIDATE_VS_BARE),
-        "two_workers_vs_one": at_least(
+        "one_worker_vs_bare": _at_least(ratio["one_worker_vs_bare"]["best"], GOAL_ONE_VS_BARE),
+        "revalidate_vs_bare": _at_least(ratio.get("revalidate_vs_bare", {}).get("best"), GOAL_REVALIDATE_VS_BARE),
+        "two_workers_vs_one": _at_least(
             ratio["two_workers_vs_one"]["per_clients"].get(str(SCALE_LEVEL)), GOAL_TWO_VS_ONE
         ),
         "no_abandoned_at_16": {
@@ -654,6 +743,7 @@ def run_load(
     warmup_s: int = WARMUP_S,
     time_limit_s: float = TIME_LIMIT_S,
     wrk: str = "wrk",
+    ask_clients: Sequence[int] = ASK_CLIENTS,
 ) -> dict[str, Any]:
     """Measure ``configs`` at each of ``clients`` for ``duration_s`` seconds; the report.
 
@@ -669,7 +759,8 @@ def run_load(
         raise ValueError("clients must be positive counts and duration_s at least 1 s")
     per_run = len(clients) * int(duration_s) + warmup_s
     rows = len(ROWS) if "one_worker" in configs else 0
-    planned = len(configs) * (per_run + 15) + rows * (per_run + 5)  # 15: startup, checks; 5: a row's setup
+    asks = 2 * (len(ask_clients) * int(duration_s) + warmup_s) + 30 if "one_worker" in configs else 0
+    planned = len(configs) * (per_run + 15) + rows * (per_run + 5) + asks  # 15: startup, checks; 5: a row's setup
     if planned > time_limit_s:
         raise ValueError(f"planned run of ~{planned} s exceeds time_limit_s={time_limit_s}")
     wrk_path = shutil.which(wrk)
@@ -716,7 +807,7 @@ def run_load(
                     "store": None if name == "bare" else ("redis" if store_url else "memory"),
                     "worker_processes": worker_processes(proc.pid),
                 }
-                takes_before = redis_token_takes(store_url) if store_url else 0
+                trips_before = redis_round_trips(store_url) if store_url else 0
                 if name != "bare":
                     check = limiter_check(base, question_id, rl.max_client_burst, 2 * rl.max_client_burst)
                     if check.statuses and check.statuses[0] == 404:
@@ -736,16 +827,11 @@ def run_load(
                 entry["levels"] = {str(n): lv.as_dict() for n, lv in levels.items()}
                 if name == "one_worker":
                     # The same process, measured for the other requests before it stops.
-                    body = json.dumps({"question": ASK_QUESTION})
-                    ask_ready(base, body.encode())
-                    probes = {
-                        "one_worker_revalidate": (f"/answer/{question_id}", revalidate),
-                        "one_worker_ask": ("/ask", Probe("POST", "", body, None)),
-                    }
+                    probes = {"one_worker_revalidate": (f"/answer/{question_id}", revalidate)}
                     for row, (path, probe) in probes.items():
                         got = (
                             taken["revalidate"]
-                            if "revalidate" in taken and row == "one_worker_revalidate"
+                            if "revalidate" in taken
                             else _measure(wrk_path, base + path, clients, int(duration_s), script, warmup_s, probe)
                         )
                         method = f"{probe.method} {path}" + (" If-None-Match" if probe.if_none_match else "")
@@ -753,13 +839,18 @@ def run_load(
                         extra[row]["levels"] = {str(n): lv.as_dict() for n, lv in got.items()}
                         extra[row].pop("limiter_check", None)
                 if store_url:
-                    # One EVALSHA per decision: takes >= measured requests (the warm-up, the
-                    # limiter check and requests in flight when wrk stopped count too).
-                    entry["redis_token_takes"] = redis_token_takes(store_url) - takes_before
+                    # One EVALSHA per round trip, deciding every request of one loop turn (the
+                    # warm-up, the limiter check and requests in flight when wrk stopped count too).
+                    entry["redis_round_trips"] = redis_round_trips(store_url) - trips_before
                     entry["measured_requests"] = sum(lv.requests for lv in levels.values())
             results[name] = entry
             results.update(extra)
             extra.clear()
+        ask = (
+            measure_ask(Path(root), tmp, env, ask_clients, int(duration_s), warmup_s)
+            if "one_worker" in configs
+            else None
+        )
     ratio = ratios(results)
     checks = [c["limiter_check"]["passed"] for c in results.values() if "limiter_check" in c]
     return {
@@ -783,6 +874,7 @@ def run_load(
             "load_average_1m": load_average(),
         },
         "configs": results,
+        **({"ask": ask} if ask is not None else {}),
         "ratios": ratio,
         "goals": goals(results, ratio),
         "rate_limiter_active": all(checks) if checks else None,  # None: only the bare route ran
@@ -814,7 +906,7 @@ def render(report: Mapping[str, Any]) -> str:
         f"wrk {meta['wrk']}, {meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}"
         + (f" (1-minute load average {meta['load_average_1m']} as it ended)" if "load_average_1m" in meta else "")
         + ": "
-        f"`GET {meta['path']}` (and, on one worker, its revalidation and `POST /ask`) for "
+        f"`GET {meta['path']}` (and, on one worker, its revalidation) for "
         f"{meta['duration_s']} s per level, loopback, every request a distinct client of the rate limiter. "
         f"Unexpected status: any but 2xx (304 for the revalidation).",
         "",
@@ -837,14 +929,61 @@ def render(report: Mapping[str, Any]) -> str:
         f"(goal >= {GOAL_ONE_VS_BARE}x: {_met(g['one_worker_vs_bare']['met'])}); "
         f"304 revalidation / bare route: {_fmt_ratio(g['revalidate_vs_bare']['value'])} "
         f"(goal >= {GOAL_REVALIDATE_VS_BARE}x: {_met(g['revalidate_vs_bare']['met'])}); "
-        f"POST /ask / bare route: {_fmt_ratio(report['ratios'].get('ask_vs_bare', {}).get('best'))}; "
         f"two workers / one worker at {SCALE_LEVEL} clients: {_fmt_ratio(g['two_workers_vs_one']['value'])} "
         f"(goal >= {GOAL_TWO_VS_ONE}x: {_met(g['two_workers_vs_one']['met'])}); "
         f"abandoned at {ABANDON_LEVEL} clients: {abandoned_text} "
         f"(goal none: {_met(g['no_abandoned_at_16']['met'])}). "
-        f"Rate limiter active during the run: {'n/a' if active is None else ('yes' if active else 'NO')}.",
+        f"Rate limiter active during the run: {'n/a' if active is None else ('yes' if active else 'NO')}."
+        + _round_trips(report["configs"].get("two_workers", {})),
     ]
+    if "ask" in report:
+        lines += ["", *render_ask(report["ask"])]
     return "\n".join(lines) + "\n"
+
+
+def _round_trips(entry: Mapping[str, Any]) -> str:
+    if "redis_round_trips" not in entry:
+        return ""
+    return (
+        f" Two workers: {entry['redis_round_trips']} round trips to redis for {entry['measured_requests']} "
+        "requests measured (decisions asked for in one turn of a worker's event loop share one)."
+    )
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+def render_ask(ask: Mapping[str, Any]) -> list[str]:
+    """The ``POST /ask`` table and its goals (lines of the README block)."""
+    lines = [
+        f"`POST /ask`, one worker, the {ask['questions']} questions of the question set asked in turn by "
+        f"each of N clients: {ask['client']}. Batched and unbatched servers measured in turn at each level; "
+        "p50 and p99 of the answered requests only, as the client sees them.",
+        "",
+        "| POST /ask | clients | answers/s | p50 ms | p99 ms | shed share | abandoned |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in ask["configs"].items():
+        label = ASK_LABELS.get(name, name)
+        for n, lv in entry["levels"].items():
+            lines.append(
+                f"| {label} | {n} | {lv['answers_per_s']:.1f} | {_ms(lv['p50_ms'])} | {_ms(lv['p99_ms'])} | "
+                f"{lv['shed_share']:.0%} | {lv['abandoned']} |"
+            )
+    g = ask["goals"]
+    p99, p50 = g["p99_at_64"], g["p50_at_1"]
+    lines += [
+        "",
+        f"Batched at {ASK_SCALE_LEVEL} clients: {_ms(g['answers_at_64']['value'])} answers/s "
+        f"(goal >= {GOAL_ASK_ANSWERS:g}: {_met(g['answers_at_64']['met'])}); at {ASK_TOP_LEVEL}: "
+        f"{_ms(g['no_collapse_at_256']['value'])} (goal >= the {ASK_SCALE_LEVEL}-client figure: "
+        f"{_met(g['no_collapse_at_256']['met'])}); p99 at {ASK_SCALE_LEVEL} clients {_ms(p99['value'])} ms with "
+        f"{p99['abandoned'] if p99['abandoned'] is not None else 'n/a'} abandoned (goal <= {p99['target']:g} ms "
+        f"and none: {_met(p99['met'])}); p50 at one client {_ms(p50['value'])} ms (goal <= unbatched + "
+        f"{GOAL_ASK_P50_SLACK_MS:g} ms = {_ms(p50['target'])}: {_met(p50['met'])}).",
+    ]
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

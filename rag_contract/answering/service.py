@@ -11,6 +11,10 @@ States, decided per request from where failure was detected (never from a simila
   rejected;
 - ``no_context``: nothing retrieved, because no index is available: a service error (503).
 
+A free-text question whose vector comes through ``BatchedVectors`` (a call of the embedder
+shared with the questions that arrived beside it) has two more stages in its budget, before
+retrieval: ``embedding_wait`` (its wait for that call to begin) and ``embedding`` (the call).
+
 ``abandoned`` is not a state: a request that spends its deadline never reached a verdict.
 It comes back as ``Abandoned`` (error, detail, index version, budget; no state).
 
@@ -28,6 +32,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from rag_contract.answering.batching import BatchedVectors
 from rag_contract.answering.deadline import BudgetReport, Clock, Deadline, DeadlineExceeded
 from rag_contract.answering.drafting import Drafter
 from rag_contract.answering.evidence import PassageText, Query
@@ -180,7 +185,7 @@ class Deliberation:
     relevance: Relevance | None
 
 
-QueryVector = Callable[[Index, str], np.ndarray]
+QueryVector = Callable[[Index, str], np.ndarray]  # or BatchedVectors (answering/batching.py)
 
 
 def stored_vector(index: Index, text: str) -> np.ndarray:
@@ -288,9 +293,24 @@ class Service:
                 detail=self.registry.load_error or "no index is installed",
             )
         lexical_only = self.thresholds.retrieval.serving_mode == "lexical"
+        batched = isinstance(self.query_vector, BatchedVectors) and not lexical_only
+        qvec: np.ndarray | None = None
         try:
+            if batched:
+                # A free-text question's vector comes from a shared call of the embedder: the
+                # wait for that call is a stage of its own, spent from this deadline.
+                assert isinstance(self.query_vector, BatchedVectors)
+                ticket = self.query_vector.queue(index, question)
+                try:
+                    with deadline.stage("embedding_wait"):
+                        ticket.started()
+                    with deadline.stage("embedding"):
+                        qvec = ticket.vector()
+                finally:
+                    ticket.forgo()  # abandoned before its own call ran: the embedder is freed
             with deadline.stage("retrieval"):
-                qvec = None if lexical_only else self.query_vector(index, question)
+                if not batched and not lexical_only:
+                    qvec = self.query_vector(index, question)
                 passages = consult(index, self.thresholds, question, qvec)
             if not passages:
                 return Answer(

@@ -12,7 +12,10 @@ cannot both hold:
   client could then claim that much of the process);
 - a daily cap below a run it must permit (the rebuild or re-record ceilings);
 - a queue wait above half the request deadline (a request admitted that late would start
-  its answer having already waited most of a deadline).
+  its answer having already waited most of a deadline);
+- an embedding batch larger than the answers admitted at once (only admitted answers are
+  embedded, so such a batch never gathers), or a wait for one above half the request deadline
+  (the wait is spent from the question's own deadline).
 
 Every number must be finite (``.inf`` and ``.nan`` are YAML floats, and an infinite cap is no
 cap), and every number has an upper bound past which it no longer limits anything or would
@@ -136,6 +139,16 @@ class AdmissionConfig:
 
 
 @dataclass(frozen=True)
+class BatchingConfig:
+    """How free-text questions share embedder calls (answering/batching.py): a question that
+    arrives while the embedder is busy waits at most ``max_wait_ms`` and joins one call of at
+    most ``max_batch`` questions; ``max_batch: 1`` embeds every question on its own."""
+
+    max_batch: int
+    max_wait_ms: float
+
+
+@dataclass(frozen=True)
 class Thresholds:
     measured_on: str
     index: IndexConfig
@@ -148,6 +161,7 @@ class Thresholds:
     rate_limit: RateLimitConfig
     ask: AskConfig
     admission: AdmissionConfig
+    batching: BatchingConfig
 
 
 # --- the schema: each leaf is (type, rule) ---------------------------------------------
@@ -248,6 +262,10 @@ _SCHEMA: dict[str, Any] = {
         "max_queued": (int, _between(0, 1024)),
         "max_queue_wait_ms": (_NUMBER, _positive),
         "retry_after_s": (int, _up_to(3600)),
+    },
+    "batching": {
+        "max_batch": (int, _up_to(64)),
+        "max_wait_ms": (_NUMBER, _non_negative),
     },
 }
 
@@ -374,6 +392,17 @@ def check_rules(t: Thresholds) -> None:
             f"admission.max_queue_wait_ms: a queued request may wait at most half of "
             f"budget.request_deadline_ms ({b.request_deadline_ms} ms), got {t.admission.max_queue_wait_ms} ms"
         )
+    g = t.batching
+    if g.max_batch > t.admission.max_in_flight:
+        raise ThresholdsError(
+            f"batching.max_batch: only admitted answers are embedded, so a batch holds at most "
+            f"admission.max_in_flight ({t.admission.max_in_flight}) questions, got {g.max_batch}"
+        )
+    if g.max_wait_ms > b.request_deadline_ms / 2:
+        raise ThresholdsError(
+            f"batching.max_wait_ms: a question may wait for its batch at most half of "
+            f"budget.request_deadline_ms ({b.request_deadline_ms} ms), got {g.max_wait_ms} ms"
+        )
     if t.rate_limit.max_client_burst > t.rate_limit.max_requests_per_minute:
         raise ThresholdsError("rate_limit.max_client_burst: must not exceed rate_limit.max_requests_per_minute")
 
@@ -398,6 +427,9 @@ def parse_thresholds(raw: Any) -> Thresholds:
         ask=AskConfig(**block["ask"]),
         admission=AdmissionConfig(
             **{**block["admission"], "max_queue_wait_ms": float(block["admission"]["max_queue_wait_ms"])}
+        ),
+        batching=BatchingConfig(
+            max_batch=block["batching"]["max_batch"], max_wait_ms=float(block["batching"]["max_wait_ms"])
         ),
     )
     check_rules(t)

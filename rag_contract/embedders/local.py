@@ -105,19 +105,58 @@ class LocalEmbedder:
         )
         return hidden[0].mean(axis=0)
 
-    def embed_one(self, text: str) -> np.ndarray:
-        enc = self._tokenizer.encode(text, add_special_tokens=False)
+    def _pieces(self, text: str) -> list[list[int]]:
+        """``text`` as the model's windows: [CLS] up to window_tokens - 2 word-pieces [SEP]."""
+        body = self._tokenizer.encode(text, add_special_tokens=False).ids or []
         cls_id, sep_id = self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]")
-        body = enc.ids or []
         step = self.window_tokens - 2
+        return [[cls_id, *body[start : start + step], sep_id] for start in range(0, max(len(body), 1), step)]
+
+    def embed_one(self, text: str) -> np.ndarray:
         total = np.zeros(self.dimensions, dtype=np.float64)
         weight = 0
-        for start in range(0, max(len(body), 1), step):
-            piece = [cls_id, *body[start : start + step], sep_id]
+        for piece in self._pieces(text):
             total += self._embed_ids(piece).astype(np.float64) * len(piece)
             weight += len(piece)
         vec = total / weight
         return (vec / np.linalg.norm(vec)).astype(np.float32)
+
+    def embed_together(self, texts: Sequence[str]) -> np.ndarray:
+        """``embed(texts)`` in one run of the model for every text that fits one window (the
+        questions of free-text answering), padded to the longest and pooled over each row's own
+        tokens; a longer text is embedded on its own, as ``embed`` does.
+
+        Each row equals ``embed_one`` of its text bit for bit: the padding is masked out of the
+        attention and of the mean, and the runtime computes every row on its own. Measured over
+        the whole question set in batches of 2 to 32, and held by
+        tests/answering/test_batching.py (the committed vectors are built by ``embed``, never
+        by this)."""
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        rows: list[int] = []
+        pieces: list[list[int]] = []
+        for i, text in enumerate(texts):
+            windows = self._pieces(text)
+            if len(windows) == 1:
+                rows.append(i)
+                pieces.append(windows[0])
+            else:
+                out[i] = self.embed_one(text)
+        if not pieces:
+            return out
+        width = max(map(len, pieces))
+        ids = np.zeros((len(pieces), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for r, piece in enumerate(pieces):
+            ids[r, : len(piece)] = piece
+            mask[r, : len(piece)] = 1
+        (hidden,) = self._session.run(
+            ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )
+        for r, (i, piece) in enumerate(zip(rows, pieces, strict=True)):
+            # The same operations as embed_one on a single window: float32 mean, then float64 norm.
+            vec = hidden[r, : len(piece)].mean(axis=0).astype(np.float64)
+            out[i] = (vec / np.linalg.norm(vec)).astype(np.float32)
+        return out
 
     def embed(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         # One text per run: no padding, so a vector never depends on its batch neighbours.

@@ -38,7 +38,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +47,10 @@ import uvicorn
 from starlette.applications import Starlette
 from uvicorn.supervisors import Multiprocess
 
+from rag_contract.answering.batching import BatchedVectors, EmbeddingBatcher
 from rag_contract.answering.drafting import Drafter, ExtractiveDrafter, FixtureDrafter
 from rag_contract.answering.service import QueryVector, Service
-from rag_contract.config.thresholds import Thresholds
+from rag_contract.config.thresholds import BatchingConfig, Thresholds
 from rag_contract.embedders import make_embedder
 from rag_contract.embedders.base import Embedder, EmbedderLoading, EmbedderUnavailable
 from rag_contract.embedders.local import LocalEmbedder
@@ -132,17 +133,50 @@ def index_embedder_vector(embedders: EmbedderFor) -> QueryVector:
 
     def query_vector(index: Index, text: str) -> np.ndarray:
         name = index.embedder_name
-        try:
+        with _unavailable_on_failure(name):
             return embedders(name).embed([text])[0]
-        except EmbedderLoading:
-            raise  # not a failure: the model is on its way (503 with Retry-After)
-        except Exception as exc:
-            # A remote embedder can fail in many ways (no key, the ledger, the network); each
-            # is a service error for this request, not a crash of it.
-            logger.warning("embedder %s failed: %s: %s", name, type(exc).__name__, exc)
-            raise EmbedderUnavailable(f"embedder {name!r} could not embed the question ({type(exc).__name__})") from exc
 
     return query_vector
+
+
+@contextlib.contextmanager
+def _unavailable_on_failure(name: str) -> Iterator[None]:
+    """Any failure to embed inside the block is ``EmbedderUnavailable`` naming ``name``
+    (logged with its cause); ``EmbedderLoading`` passes as it is."""
+    try:
+        yield
+    except EmbedderLoading:
+        raise  # not a failure: the model is on its way (503 with Retry-After)
+    except Exception as exc:
+        # A remote embedder can fail in many ways (no key, the ledger, the network); each
+        # is a service error for this request, not a crash of it.
+        logger.warning("embedder %s failed: %s: %s", name, type(exc).__name__, exc)
+        raise EmbedderUnavailable(f"embedder {name!r} could not embed the question ({type(exc).__name__})") from exc
+
+
+def batched_index_vector(embedders: EmbedderFor, batching: BatchingConfig) -> BatchedVectors:
+    """``index_embedder_vector`` through one ``EmbeddingBatcher`` per embedder: questions that
+    arrive while it is busy share a call (``thresholds.batching``). A local embedder embeds a
+    batch with ``embed_together`` (each row equal to its vector alone); any other with
+    ``embed``. Failures are translated as ``index_embedder_vector`` translates them."""
+    batchers: dict[str, EmbeddingBatcher] = {}
+    lock = threading.Lock()
+
+    def batcher_for(name: str) -> EmbeddingBatcher:
+        with _unavailable_on_failure(name):
+            embedder = embedders(name)  # EmbedderLoading while its model loads: nothing queued
+        with lock:
+            if name not in batchers:
+                many = embedder.embed_together if isinstance(embedder, LocalEmbedder) else embedder.embed
+
+                def embed(texts: Sequence[str], many: Callable[[Sequence[str]], np.ndarray] = many) -> np.ndarray:
+                    with _unavailable_on_failure(name):
+                        return many(texts)
+
+                batchers[name] = EmbeddingBatcher(embed, batching.max_batch, batching.max_wait_ms)
+            return batchers[name]
+
+    return BatchedVectors(batcher_for)
 
 
 def committed_or_embedded(embedders: EmbedderFor) -> QueryVector:
@@ -212,9 +246,10 @@ def build_services(
     clock: Callable[[], float],
 ) -> tuple[Service, Service]:
     """(fixed-question service, free-text service), both over ``registry``, each query
-    embedded (when it must be) by the embedder of the index the request acquired."""
+    embedded (when it must be) by the embedder of the index the request acquired; free-text
+    questions in shared calls (``batched_index_vector``, ``thresholds.batching``)."""
     fixed = Service(registry, thresholds, fixture_drafter, clock, committed_or_embedded(embedders))
-    free = Service(registry, thresholds, ask_drafter, clock, index_embedder_vector(embedders))
+    free = Service(registry, thresholds, ask_drafter, clock, batched_index_vector(embedders, thresholds.batching))
     return fixed, free
 
 

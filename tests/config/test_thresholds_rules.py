@@ -61,6 +61,7 @@ BASE: dict[str, Any] = {
     "rate_limit": {"max_requests_per_minute": 60, "max_client_burst": 10, "trusted_proxy_hops": 0},
     "ask": {"max_question_chars": 300},
     "admission": {"max_in_flight": 2, "max_queued": 4, "max_queue_wait_ms": 50.0, "retry_after_s": 1},
+    "batching": {"max_batch": 2, "max_wait_ms": 4},
 }
 
 
@@ -132,6 +133,7 @@ def test_the_base_document_parses_field_by_field():
         0,
     )
     assert t.ask.max_question_chars == 300
+    assert (t.batching.max_batch, t.batching.max_wait_ms) == (2, 4.0) and type(t.batching.max_wait_ms) is float
 
 
 # --- the shape ---------------------------------------------------------------------------
@@ -436,3 +438,44 @@ def test_a_positive_bar_is_above_zero_and_may_be_below_one(dotted, value, ok):
 def test_a_number_that_is_not_finite_is_refused_naming_the_key(value):
     message = refusal(edited(budget__daily_cap_usd=value))
     assert message == f"budget.daily_cap_usd: must be a finite number, got {value!r}"
+
+
+@pytest.mark.parametrize(("batch", "ok"), [(1, True), (2, True), (3, False)])
+def test_a_batch_holds_at_most_the_answers_admitted_at_once(batch, ok):
+    raw = edited(batching__max_batch=batch)
+    if ok:
+        assert parse_thresholds(raw).batching.max_batch == batch
+        return
+    assert refusal(raw) == (
+        "batching.max_batch: only admitted answers are embedded, so a batch holds at most "
+        "admission.max_in_flight (2) questions, got 3"
+    )
+
+
+@pytest.mark.parametrize(("wait_ms", "ok"), [(0, True), (74.99, True), (75.0, True), (75.01, False)])
+def test_a_question_waits_for_its_batch_at_most_half_the_deadline(wait_ms, ok):
+    raw = edited(batching__max_wait_ms=wait_ms)
+    if ok:
+        assert parse_thresholds(raw).batching.max_wait_ms == wait_ms
+        return
+    assert refusal(raw) == (
+        "batching.max_wait_ms: a question may wait for its batch at most half of "
+        f"budget.request_deadline_ms (150.0 ms), got {wait_ms} ms"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "message"),
+    [
+        ("batching__max_batch", 0, "batching.max_batch: must be > 0 and at most 64, got 0"),
+        ("batching__max_batch", 65, "batching.max_batch: must be > 0 and at most 64, got 65"),
+        ("batching__max_batch", 2.0, "batching.max_batch: must be an integer, got 2.0"),
+        ("batching__max_wait_ms", -0.5, "batching.max_wait_ms: must be >= 0, got -0.5"),
+        ("batching__max_wait_ms", "2", "batching.max_wait_ms: must be a number, got '2'"),
+        ("batching__max_batch", ..., "batching.max_batch: required key missing"),
+        ("batching__max_wait_ms", ..., "batching.max_wait_ms: required key missing"),
+        ("batching", ..., "batching: required key missing"),
+    ],
+)
+def test_the_batching_keys_are_named_with_their_rule(dotted, value, message):
+    assert refusal(edited(**{dotted: value})) == message

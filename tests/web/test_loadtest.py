@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 
 from rag_contract.config.thresholds import load_thresholds
 from rag_contract.web.serving import tcp_listener
-from tools import loadtest
+from tools import ask_load, loadtest
+from tools.ask_load import AskLevel
 from tools.loadtest import Level, LimiterCheck, LoadError, parse_wrk, render
 
 WRK_STDOUT = """\
@@ -180,20 +181,21 @@ def test_render_one_row_per_config_and_level_then_ratios_and_goals():
     assert "0.80x (goal >= 0.7x: met)" in text
     assert "at 64 clients: 1.25x (goal >= 1.6x: missed)" in text
     assert "one_worker 2, two_workers 0 (goal none: missed)" in text
-    assert text.endswith("\n")
+    assert text.endswith("\n") and "round trips to redis" not in text
+    report = _report(_at_64(_configs(bare=1000, one=800, two=1000)))
+    report["configs"]["two_workers"] |= {"redis_round_trips": 120, "measured_requests": 480}
+    assert "Two workers: 120 round trips to redis for 480 requests measured" in render(report)
 
 
-def test_the_revalidation_and_ask_rows_have_their_ratios_goal_and_labels():
+def test_the_revalidation_row_has_its_ratio_goal_and_label():
     configs = _configs(bare=1000, one=800, two=None)
     configs["one_worker_revalidate"] = {"levels": {"1": _level(470), "16": _level(950)}}
-    configs["one_worker_ask"] = {"levels": {"1": _level(40), "16": _level(60)}}
     report = _report(configs)
     assert report["ratios"]["revalidate_vs_bare"]["best"] == 0.95
-    assert report["ratios"]["ask_vs_bare"] == {"per_clients": {"1": 0.08, "16": 0.06}, "best": 0.06}
     assert report["goals"]["revalidate_vs_bare"] == {"target": 0.9, "value": 0.95, "met": True}
     text = render(report)
-    assert "| 1 worker: 304 revalidation | 16 | 950 |" in text and "| 1 worker: POST /ask | 1 | 40 |" in text
-    assert "304 revalidation / bare route: 0.95x (goal >= 0.9x: met); POST /ask / bare route: 0.06x" in text
+    assert "| 1 worker: 304 revalidation | 16 | 950 |" in text
+    assert "304 revalidation / bare route: 0.95x (goal >= 0.9x: met); two workers" in text
     configs["one_worker_revalidate"]["levels"]["16"] = _level(850)
     assert loadtest.goals(configs, loadtest.ratios(configs))["revalidate_vs_bare"]["met"] is False
 
@@ -225,7 +227,10 @@ def test_render_handles_the_committed_report(root):
         pytest.skip("no committed eval/results/load.json yet")
     report = json.loads(path.read_text())
     text = render(report)
-    assert text.count("\n| ") == 1 + sum(len(c["levels"]) for c in report["configs"].values())
+    rows = 1 + sum(len(c["levels"]) for c in report["configs"].values())
+    if "ask" in report:
+        rows += 1 + sum(len(c["levels"]) for c in report["ask"]["configs"].values())
+    assert text.count("\n| ") == rows
     assert "/Users/" not in path.read_text() and "/home/" not in path.read_text() and "/tmp" not in path.read_text()
 
 
@@ -294,14 +299,23 @@ def test_smoke_run_against_one_worker_and_the_bare_route(root):
         if os.environ.get("CI"):
             pytest.fail(message + " -- CI is set, so this is a failure, not a skip", pytrace=False)
         pytest.skip(message)
-    report = loadtest.run_load(root, clients=(1,), duration_s=2, configs=("bare", "one_worker"), warmup_s=0)
+    report = loadtest.run_load(
+        root, clients=(1,), duration_s=2, configs=("bare", "one_worker"), warmup_s=0, ask_clients=(1,)
+    )
     assert set(report["configs"]) == {"bare", "one_worker", *loadtest.ROWS}
     revalidated = report["configs"]["one_worker_revalidate"]["levels"]["1"]
     assert revalidated["requests"] > 0 and set(revalidated["statuses"]) == {"304"} and revalidated["unexpected"] == 0
-    asked = report["configs"]["one_worker_ask"]["levels"]["1"]
-    # answered, or abandoned at the deadline on a busy machine; never the model still loading
-    assert asked["requests"] > 0 and set(asked["statuses"]) <= {"200", "503"}
-    assert asked["statuses"].get("503", 0) == asked["abandoned"]
+    assert set(report["ask"]["configs"]) == {"batched", "unbatched"}
+    assert report["ask"]["configs"]["unbatched"]["batching"]["max_batch"] == 1
+    for name in ("batched", "unbatched"):
+        asked = report["ask"]["configs"][name]["levels"]["1"]
+        # answered, or abandoned at the deadline on a busy machine; never shed at one client,
+        # never the model still loading
+        assert asked["answered"] > 0 and set(asked["statuses"]) <= {"200", "503"}
+        assert asked["statuses"].get("503", 0) == asked["abandoned"] and asked["socket_errors"] == 0
+        assert 0 < asked["p50_ms"] <= asked["p99_ms"]
+    assert report["ask"]["goals"]["p50_at_1"]["met"] is not None
+    assert "| batched | 1 |" in render(report)
     assert report["ratios"]["revalidate_vs_bare"]["best"] > 0
     for name in ("bare", "one_worker"):
         level = report["configs"][name]["levels"]["1"]
@@ -331,3 +345,68 @@ def test_measure_in_turn_alternates_the_names_at_each_level(monkeypatch, tmp_pat
     # warm-ups first (one each, at most four clients), then each level taken in turn
     assert calls == [("b", 4, 1, 2), ("s", 4, 1, 2), ("b", 1, 8, 0), ("s", 1, 8, 0), ("b", 4, 8, 1), ("s", 4, 8, 1)]
     assert out == {"bare": {1: "b@1", 4: "b@4"}, "served": {1: "s@1", 4: "s@4"}}
+
+
+# --- POST /ask: the closed-loop client and its goals ----------------------------------------
+
+
+def test_an_ask_level_counts_answers_sheds_and_the_answered_latency_only():
+    level = AskLevel(
+        clients=4,
+        duration_s=2.0,
+        statuses={200: 4, 503: 6},
+        answered_ms=(9.0, 1.0, 5.0, 3.0),
+        shed=5,
+        abandoned=1,
+    )
+    assert (level.replies, level.answered, level.answers_per_s, level.shed_share) == (10, 4, 2.0, 0.5)
+    assert (level.percentile_ms(50), level.percentile_ms(99), level.percentile_ms(25)) == (3.0, 9.0, 1.0)
+    d = level.as_dict()
+    assert (d["answers_per_s"], d["p50_ms"], d["p99_ms"], d["shed_share"], d["abandoned"]) == (2.0, 3.0, 9.0, 0.5, 1)
+    assert AskLevel(1, 1.0).as_dict()["p50_ms"] is None and AskLevel(1, 1.0).shed_share == 0.0
+
+
+def test_the_ask_client_reads_a_reply_head_and_gives_every_request_its_own_address():
+    head = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 87\r\nConnection: close\r\nretry-after: 1\r\n\r\n"
+    assert ask_load.parse_head(head) == (503, 87, True)
+    assert ask_load.parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n") == (200, 5, False)
+    addresses = {ask_load.client_address(3, c, n) for c in range(256) for n in range(64)}
+    assert len(addresses) == 256 * 64 and all(a.startswith("10.") for a in addresses)
+    request = ask_load.request_bytes("127.0.0.1", b'{"question":"q"}', "10.0.0.1")
+    assert request.startswith(b"POST /ask HTTP/1.1\r\n") and b"Content-Length: 16\r\n\r\n{" in request
+
+
+def _ask_levels(answers_64: float, answers_256: float, p99: float, abandoned: int, p50: float, p50_alone: float):
+    def lv(answers, p50_ms, p99_ms, gone):
+        return {"answers_per_s": answers, "p50_ms": p50_ms, "p99_ms": p99_ms, "abandoned": gone, "shed_share": 0.5}
+
+    batched = {"1": lv(100, p50, p50, 0), "64": lv(answers_64, 20, p99, abandoned), "256": lv(answers_256, 20, p99, 0)}
+    return {"batched": batched, "unbatched": {"1": lv(100, p50_alone, p50_alone, 0)}}
+
+
+def test_ask_goals_met_and_missed():
+    g = loadtest.ask_goals(_ask_levels(61, 61, 150.0, 0, 5.0, 4.0), 150.0)
+    assert g["answers_at_64"] == {"target": 60.0, "value": 61, "met": True}
+    assert g["no_collapse_at_256"] == {"target": 61, "value": 61, "met": True}
+    assert g["p99_at_64"] == {"target": 150.0, "value": 150.0, "abandoned": 0, "met": True}
+    assert g["p50_at_1"] == {"target": 5.0, "value": 5.0, "met": True}
+    g = loadtest.ask_goals(_ask_levels(59, 58, 150.1, 0, 5.01, 4.0), 150.0)
+    assert [g[k]["met"] for k in ("answers_at_64", "no_collapse_at_256", "p99_at_64", "p50_at_1")] == [False] * 4
+    assert loadtest.ask_goals(_ask_levels(61, 61, 10.0, 1, 5.0, 4.0), 150.0)["p99_at_64"]["met"] is False
+    assert all(v["met"] is None for v in loadtest.ask_goals({}, 150.0).values())
+
+
+def test_render_shows_the_ask_table_and_goals():
+    levels = _ask_levels(61, 70, 120.0, 0, 5.0, 4.5)
+    ask = {
+        "client": "closed loop",
+        "questions": 224,
+        "configs": {name: {"levels": lv} for name, lv in levels.items()},
+        "goals": loadtest.ask_goals(levels, 150.0),
+    }
+    report = {**_report(_configs(bare=1000, one=800, two=None)), "ask": ask}
+    text = render(report)
+    assert "| POST /ask | clients | answers/s | p50 ms | p99 ms | shed share | abandoned |" in text
+    assert "| batched | 64 | 61.0 | 20.0 | 120.0 | 50% | 0 |" in text
+    assert "| unbatched (max_batch 1) | 1 | 100.0 | 4.5 | 4.5 | 50% | 0 |" in text
+    assert "61.0 answers/s (goal >= 60: met)" in text and "= 5.5: met" in text

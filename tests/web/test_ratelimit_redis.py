@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 import uuid
 from collections import Counter
 
+import httpx
 import pytest
 import redis
 from hypothesis import given, settings
@@ -201,3 +203,113 @@ def test_redis_and_memory_agree_bit_for_bit(shared_client, per_minute, burst, st
     saved = shared_client.hmget(REDIS_KEY_PREFIX + key, "tokens", "ts")
     assert BucketState(float(saved[0]), float(saved[1])) == state  # stored state too, not just decisions
     shared_client.delete(REDIS_KEY_PREFIX + key)
+
+
+# --- decisions asked for in one turn of the event loop share one round trip ---------------------
+
+
+def _commands(connection: redis.Redis) -> Counter:
+    """Calls of each command redis has run so far, the INFO that asks not counted (a script's
+    own commands are counted too, under their names)."""
+    stats = connection.info("commandstats")
+    return Counter({k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items() if k != "cmdstat_info"})
+
+
+def _round_trips(calls: Counter, decisions: int) -> int:
+    """EVALSHA calls, once the rest is shown to be the script's own work: HMGET, HSET and
+    PEXPIRE once per decision, and nothing else sent."""
+    assert +calls == Counter({"evalsha": calls["evalsha"], "hmget": decisions, "hset": decisions, "pexpire": decisions})
+    return calls["evalsha"]
+
+
+def test_concurrent_requests_cost_one_round_trip_and_decide_as_one_by_one(redis_server, client):
+    allowance = Allowance(per_minute=60, burst=3, trusted_proxy_hops=0)
+    store = RedisStore.from_url(redis_server.url)
+    keys = ["a", "b", "a", "a", "c", "a", "b"]  # "a" past its burst within the batch
+
+    async def together() -> tuple[list, Counter]:
+        await store.take_async("warm", FROZEN, allowance)  # the script is loaded, the pool connected
+        before = _commands(client)
+        decisions = await asyncio.gather(*(store.take_async(k, FROZEN, allowance) for k in keys))
+        return decisions, _commands(client) - before
+
+    decisions, calls = asyncio.run(together())
+    assert _round_trips(calls, len(keys)) == 1  # one EVALSHA over seven keys
+    one_by_one = MemoryStore()
+    assert decisions == [one_by_one.take(k, FROZEN, allowance) for k in keys]
+    assert [d.allowed for d in decisions] == [True, True, True, True, True, False, True]
+
+
+def test_requests_through_the_middleware_in_one_turn_share_one_round_trip(redis_server, client):
+    allowance = Allowance(per_minute=60, burst=2, trusted_proxy_hops=1)
+    answered = Counter()
+    app = app_with(RedisStore.from_url(redis_server.url), allowance, lambda: FROZEN, answered)
+    clients = [f"198.51.100.{i % 5}" for i in range(20)]  # five clients, four requests each
+
+    async def together() -> tuple[list[int], Counter]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://rl") as http:
+            await http.get("/health", headers={"X-Forwarded-For": "203.0.113.9"})  # warm
+            before = _commands(client)
+            replies = await asyncio.gather(*(http.get("/answer", headers={"X-Forwarded-For": c}) for c in clients))
+            return [r.status_code for r in replies], _commands(client) - before
+
+    statuses, calls = asyncio.run(together())
+    assert _round_trips(calls, len(clients)) == 1
+    assert Counter(zip(clients, statuses, strict=True)) == Counter(
+        {(c, 200): 2 for c in set(clients)} | {(c, 429): 2 for c in set(clients)}
+    )
+    assert answered["answer"] == 1 + 10  # the warm-up, then two per client
+
+
+def test_a_failed_round_trip_refuses_every_request_of_it():
+    store = RedisStore.from_url(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    allowance = Allowance(per_minute=60, burst=5, trusted_proxy_hops=0)
+
+    async def together() -> list:
+        return await asyncio.gather(
+            *(store.take_async(f"k{i}", FROZEN, allowance) for i in range(3)), return_exceptions=True
+        )
+
+    outcomes = asyncio.run(together())
+    assert all(isinstance(o, StoreUnavailable) and "ConnectionError" in str(o) for o in outcomes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    per_minute=st.floats(min_value=0.5, max_value=600, allow_nan=False),
+    burst=st.integers(min_value=1, max_value=4),
+    start=st.floats(min_value=0, max_value=2e9, allow_nan=False),
+    turns=st.lists(
+        st.lists(st.tuples(st.sampled_from("abc"), st.floats(min_value=-2, max_value=10)), min_size=1, max_size=6),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_decisions_coalesced_in_turns_equal_the_rule_applied_one_by_one(
+    redis_server, shared_client, per_minute, burst, start, turns
+):
+    allowance = Allowance(per_minute=per_minute, burst=burst, trusted_proxy_hops=0)
+    store, run = RedisStore.from_url(redis_server.url), uuid.uuid4().hex
+    states: dict[str, BucketState | None] = {}
+    expected, now = [], start
+    for turn in turns:
+        for key, step in turn:
+            now += step
+            states[key], decision = refill_and_take(states.get(key), now, allowance)
+            expected.append(decision)
+
+    async def asked_in_turns() -> list:
+        decided, at = [], start
+        for turn in turns:
+            times = []
+            for _, step in turn:
+                at += step
+                times.append(at)
+            decided += await asyncio.gather(
+                *(store.take_async(f"{run}-{key}", t, allowance) for (key, _), t in zip(turn, times, strict=True))
+            )
+        return decided
+
+    assert asyncio.run(asked_in_turns()) == expected
+    shared_client.delete(*(REDIS_KEY_PREFIX + f"{run}-{k}" for k in "abc"))

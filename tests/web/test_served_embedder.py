@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -170,3 +171,36 @@ def test_an_ask_before_the_model_has_loaded_is_a_503_with_retry_after_then_answe
     assert "x-index-version" not in first.headers
     assert page.status_code in (200, 503) and (page.status_code == 200 or page.headers["retry-after"] == "1")
     assert later.status_code == 200 and later.json()["state"] != "abandoned"
+
+
+# --- free text is embedded in shared calls; the fixed answers are not --------------------------
+
+ASKED = (
+    QUESTION,
+    "What does the no-cache directive of Cache-Control mean?",
+    "Which characters are structural in JSON?",
+    "When may a cache serve a stale response?",
+)
+
+
+def test_free_text_shows_its_batch_wait_as_a_stage_and_answers_as_when_asked_alone(project, index, embedder):
+    with served(project, index, embedder_for(lambda name: embedder)) as client:
+        alone = [client.post("/ask", json={"question": q}).json() for q in ASKED]
+        with ThreadPoolExecutor(project.thresholds.admission.max_in_flight) as pool:
+            together = list(pool.map(lambda q: client.post("/ask", json={"question": q}).json(), ASKED))
+        fixed = client.get("/answer/q11").json()
+    for a, b in zip(alone, together, strict=True):
+        assert (
+            list(a["budget"]["stages"])
+            == list(b["budget"]["stages"])
+            == [
+                "embedding_wait",
+                "embedding",
+                "retrieval",
+                "drafting",
+                "grounding",
+                "relevance",
+            ]
+        )
+        assert {**a, "budget": None} == {**b, "budget": None}
+    assert list(fixed["budget"]["stages"]) == ["retrieval", "drafting", "grounding", "relevance"]
