@@ -94,7 +94,7 @@ from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.observability.observer import Observer
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
-from rag_contract.web.bounded_body import BodyTimeout, BodyTooLarge, read_bounded
+from rag_contract.web.bounded_body import BodyAborted, BodyTimeout, BodyTooLarge, read_bounded
 from rag_contract.web.direct_route import DirectRoute
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
@@ -551,10 +551,13 @@ async def post_ask(request: Request) -> Response:
             raise body_too_large(exc.size, max_chars, exc.how) from None
         except BodyTimeout as exc:
             raise AskRejected(408, "body_timeout", str(exc)) from None
+        except BodyAborted as exc:
+            # No one is left to read this (the server drops it); it only keeps the log clean.
+            raise AskRejected(400, "body_aborted", str(exc)) from None
         question = read_question(body, max_chars)
     except AskRejected as exc:
         # The rest of a refused body is never read: close rather than drain it for keep-alive.
-        close = {"Connection": "close"} if exc.status in (408, 413, 415) else None
+        close = {"Connection": "close"} if exc.status in (408, 413, 415) or exc.reason == "body_aborted" else None
         return _json(exc.as_dict(), exc.status, extra=close)
     try:
         async with web.admission.slot():

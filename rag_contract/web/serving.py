@@ -358,8 +358,9 @@ def serve(
 
     Traces, metrics and the access log are read from the environment here
     (``observability.settings``: a malformed value stops the start, naming it) and in every
-    worker. With the access log on, uvicorn's own access line is off: it prints the path with
-    its query string, and ``GET /ask?q=...`` carries the question.
+    worker. uvicorn's own access line is always off: it prints the path with its query string,
+    and ``GET /ask?q=...`` carries the question. The project's access log
+    (``RAG_CONTRACT_ACCESS_LOG=1``) logs the route, never the query.
     """
 
     if port is None:
@@ -373,7 +374,7 @@ def serve(
         port=port,
         proxy_headers=False,
         server_header=False,
-        access_log=not settings.access_log,
+        access_log=False,  # never the question text in a log line (see above)
         http=HeaderDeadlineH11Protocol,  # a deadline on each request's headers (slow_clients.py)
     )
     with metrics_endpoint(settings, workers) as metrics_registry:
