@@ -31,11 +31,14 @@ form ``/section/rfc9110%239.2.1`` is accepted too. ``section_href`` makes the li
 
 Validators (``validators.py``; RFC 9110 sections 8.8 and 13, RFC 9111 section 5.2.2.4): every
 2xx of ``/answer/{id}``, ``/q/{id}``, ``/questions``, ``/section/...`` and ``/`` carries an
-``ETag`` and ``Cache-Control: no-cache``, and a matching ``If-None-Match`` is a 304 carrying
-the same fields. ``/answer`` and ``/q`` tags are weak (responses differ only in the budget)
-and come from ``FixedAnswers``, which keeps each fixed answer per Index object, so a
-revalidation or a repeat does no answering work; the others are strong. ``/section`` sends
-``Vary: Accept``. A 404 or 503 ignores the field (section 13.2.1) and carries no tag.
+``ETag`` and ``Cache-Control: no-cache``; an ``If-Match`` that names no current representation
+(strong comparison) is a 412, and a matching ``If-None-Match`` is a 304 carrying the same
+fields; a field sent on several lines is read as one list. ``/answer`` and ``/q`` tags are
+weak (responses differ only in the budget) and come from ``FixedAnswers``, which keeps each
+fixed answer per Index object, so a revalidation or a repeat does no answering work; the
+others are strong. ``/section`` sends ``Vary: Accept``. A 404 or 503 ignores the fields
+(section 13.2.1) and carries no tag. Pages also say ``Referrer-Policy: no-referrer`` (a page's
+URL can hold a question), and a question too long for ``GET /ask?q=`` is 414.
 
 Every JSON response carries ``X-Content-Type-Options: nosniff``, and an id echoed in a 404
 is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent. A stray
@@ -101,7 +104,7 @@ from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.slash_redirect import relative_slash_redirects
 from rag_contract.web.slow_clients import BODY_TIMEOUT_S
-from rag_contract.web.validators import CACHE_CONTROL, entity_tag, not_modified
+from rag_contract.web.validators import CACHE_CONTROL, conditional_status, entity_tag
 
 TEMPLATES = Path(__file__).parent / "templates"
 VERSION_HEADER = "X-Index-Version"
@@ -113,6 +116,8 @@ _PAGE_HEADERS = {
         "form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
+    # A page's URL can hold a question (/ask?q=...): no link or form sends it on as a Referer.
+    "Referrer-Policy": "no-referrer",
 }
 _JSON_HEADERS = {"X-Content-Type-Options": "nosniff"}
 ECHO_MAX_CHARS = 80
@@ -354,12 +359,21 @@ def _headers(version: str | None, extra: Mapping[str, str] | None = None) -> dic
 
 
 def _validated(request: Request, tag: str, version: str | None, extra: Mapping[str, str] | None = None):
-    """(headers, 304 or None): the validator headers every 2xx of a route carries, and the
-    304 when ``If-None-Match`` is false for ``tag`` (RFC 9110 sections 13.2.2, 15.4.5)."""
+    """(headers, 412, 304 or None): the validator headers every 2xx of a route carries, and the
+    412 when ``If-Match`` is false for ``tag``, else the 304 when ``If-None-Match`` is (RFC 9110
+    sections 13.2.2, 15.4.5, 15.5.13)."""
     headers = _headers(version, {"ETag": tag, **(extra or {})})
-    if not_modified(request.headers.get("if-none-match"), tag):
+    status = conditional_status(_field(request.scope, b"if-match"), _field(request.scope, b"if-none-match"), tag)
+    if status == 412:
+        return headers, _precondition_failed()
+    if status == 304:
         return headers, Response(status_code=304, headers=headers)
     return headers, None
+
+
+def _precondition_failed() -> JSONResponse:
+    detail = "If-Match names no current representation of this resource (weak tags never match it)"
+    return _json({"error": "precondition_failed", "detail": detail}, 412)
 
 
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
@@ -375,12 +389,11 @@ def _validator_fields(version: str | None, tag: str) -> list[tuple[bytes, bytes]
     return fields
 
 
-def _first_field(scope: Mapping[str, Any], name: bytes) -> str | None:
-    """The first value of header field ``name`` (lower-case), as ``request.headers.get`` reads it."""
-    for key, value in scope["headers"]:
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
+def _field(scope: Mapping[str, Any], name: bytes) -> str | None:
+    """Header field ``name`` (lower-case), its lines joined with ", " as one list (RFC 9110
+    section 5.3), or None when absent."""
+    lines = [value.decode("latin-1") for key, value in scope["headers"] if key.lower() == name]
+    return ", ".join(lines) if lines else None
 
 
 def presentation_fingerprint(templates: Path, max_question_chars: int) -> str:
@@ -493,8 +506,8 @@ def questions_body(questions: QuestionSet) -> bytes:
 async def get_questions(request: Request) -> Response:
     web = _web(request)
     # Strong: the body is fixed for the life of the process, byte for byte.
-    headers, not_modified_reply = _validated(request, web.questions_tag, None)
-    return not_modified_reply or Response(
+    headers, conditional_reply = _validated(request, web.questions_tag, None)
+    return conditional_reply or Response(
         web.questions_body, media_type="application/json", headers={**_JSON_HEADERS, **headers}
     )
 
@@ -525,7 +538,11 @@ class FixedAnswerEndpoint:
         note(scope, entity.answer, served.budget)
         # The fields _validated and _json would give, in their order, written as ASGI pairs at once.
         fields = _validator_fields(entity.answer.index_version, entity.etag)
-        if not_modified(_first_field(scope, b"if-none-match"), entity.etag):
+        status = conditional_status(_field(scope, b"if-match"), _field(scope, b"if-none-match"), entity.etag)
+        if status == 412:
+            await _precondition_failed()(scope, receive, send)
+            return
+        if status == 304:
             await send({"type": "http.response.start", "status": 304, "headers": fields})
             await send({"type": "http.response.body", "body": b""})
             return
@@ -579,7 +596,9 @@ async def get_ask_page(request: Request) -> Response:
         question = validate_question({"question": raw}, web.max_question_chars)
     except AskRejected as exc:
         # The box is refilled with what was asked, up to the limit: a page never grows with the URL.
-        return _page(web, "ask.html", exc.status, asked=raw[: web.max_question_chars], error=exc.as_dict())
+        # Here the question is the target: too long is 414 URI Too Long (RFC 9110 section 15.5.15).
+        status = 414 if exc.status == 413 else exc.status
+        return _page(web, "ask.html", status, asked=raw[: web.max_question_chars], error=exc.as_dict())
     try:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
@@ -610,9 +629,9 @@ async def get_section(request: Request) -> Response:
     kind = "json" if as_json else "html"
     assert reply.index_version is not None  # a 200 carries the acquired index's version
     tag = entity_tag(["section", kind, web.presentation, reply.index_version, section_id], weak=False)
-    headers, not_modified_reply = _validated(request, tag, reply.index_version, vary)
-    if not_modified_reply:
-        return not_modified_reply
+    headers, conditional_reply = _validated(request, tag, reply.index_version, vary)
+    if conditional_reply:
+        return conditional_reply
     if as_json:
         return _json(reply.body, 200, extra=headers)
     return _page(web, "section.html", 200, headers=headers, section=reply.body)
@@ -625,8 +644,8 @@ async def get_index_page(request: Request) -> Response:
         return _page(web, "index.html", view.http_status, rows=view.rows, versions=view.versions)
     # Strong: the page is a function of its rows, the versions and the presentation.
     tag = entity_tag(["listing", web.presentation, encode({"rows": view.rows, "v": view.versions})], weak=False)
-    headers, not_modified_reply = _validated(request, tag, None)
-    return not_modified_reply or _page(web, "index.html", 200, headers=headers, rows=view.rows, versions=view.versions)
+    headers, conditional_reply = _validated(request, tag, None)
+    return conditional_reply or _page(web, "index.html", 200, headers=headers, rows=view.rows, versions=view.versions)
 
 
 def _outcome_page(web: WebState, outcome: Outcome, **context: Any) -> HTMLResponse:
@@ -659,8 +678,8 @@ async def get_question_page(request: Request) -> Response:
     note(request.scope, answer, served.budget)
     # Weak, as the answer's: the page shows the budget of the request that rendered it.
     tag = entity_tag(["page", served.entity.etag, web.presentation, str(q.answerable)], weak=True)
-    headers, not_modified_reply = _validated(request, tag, answer.index_version)
-    return not_modified_reply or _page(
+    headers, conditional_reply = _validated(request, tag, answer.index_version)
+    return conditional_reply or _page(
         web,
         "question.html",
         answer.http_status,
@@ -672,7 +691,8 @@ async def get_question_page(request: Request) -> Response:
 
 
 async def get_css(request: Request) -> Response:
-    return Response(_web(request).css, media_type="text/css", headers={"Cache-Control": "public, max-age=300"})
+    headers = {"Cache-Control": "public, max-age=300", **_JSON_HEADERS}  # nosniff: a stylesheet only as text/css
+    return Response(_web(request).css, media_type="text/css", headers=headers)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
