@@ -22,7 +22,8 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 - ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
   JSON when the client prefers ``application/json``.
 - ``GET /`` and ``GET /q/{id}``: the question list and one answer as HTML, same statuses.
-  The list's states are computed once per installed index (``Listing``).
+  The list's states are computed once per installed index, by one build at a time on a
+  thread of its own that every concurrent request awaits (``Listing``).
 - ``GET /static/site.css``: the one stylesheet. Nothing is loaded from another host.
 
 Section URLs: a section id holds ``#`` ("rfc9110#9.2.1"), which a URL would read as a
@@ -61,10 +62,13 @@ plain functions. The handlers are module-level endpoints that read their depende
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,26 +199,48 @@ def state_of(outcome: Outcome) -> str:
 
 
 class Listing:
-    """The question list's outcomes, computed once per installed index object.
+    """The question list's outcomes, computed once per installed index object, by one build
+    at a time on a thread of its own.
 
-    Listing runs every fixed question (~0.5 s for 60). Per request, that would let one
-    client claim far more of the process than the rate limit assumes (about one deadline
-    per request). Outcomes are reused while the registry holds the very Index object they
-    were computed on and every one is an Answer from it; anything else (no index, an
-    abandoned or undraftable question, a cutover during the listing) is recomputed on the
-    next request. Recorded drafts are build artefacts: replacing them means a restart.
+    Listing runs every fixed question (~0.7 s of CPU). Per request, that would let one client
+    claim far more of the process than the rate limit assumes (about one deadline per request).
+    Outcomes are reused while the registry holds the very Index object they were computed on
+    and every one is an Answer from it; anything else (no index, an abandoned or undraftable
+    question, a cutover during the listing) is recomputed on a later request. Recorded drafts
+    are build artefacts: replacing them means a restart.
+
+    Single flight: while a build for an index is running, every request for that index awaits
+    the same build (holding no thread) instead of starting its own. Builds run on
+    ``executor`` (by default one thread of the listing's own), never on the pool ``/health``
+    and ``POST /ask`` use: a cold ``GET /`` stampede costs one build, and the rest of the
+    service keeps its threads.
     """
 
-    def __init__(self, registry: Registry, compute: Callable[[], list]):
+    def __init__(self, registry: Registry, compute: Callable[[], list], executor: Executor | None = None):
         self._registry = registry
         self._compute = compute
+        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="listing")
         self._entry: tuple[Any, list] | None = None
+        self._flight: tuple[Any, Future[list]] | None = None  # (index, its build), while it runs
+        self._lock = threading.Lock()
+        self.builds = 0  # how many builds were started (what the stampede test counts)
 
-    def get(self) -> list:
+    async def get(self) -> list:
         index = self._registry.acquire()
         entry = self._entry
         if index is not None and entry is not None and entry[0] is index:
             return entry[1]
+        with self._lock:
+            flight = self._flight
+            if flight is None or flight[0] is not index or flight[1].done():
+                flight = (index, self._executor.submit(self._build, index))
+                self._flight = flight
+                self.builds += 1
+        # A concurrent future: any event loop may await it, and a waiter that goes away
+        # (a client that disconnects) cancels only its own wait, never the build.
+        return await asyncio.shield(asyncio.wrap_future(flight[1]))
+
+    def _build(self, index: Any) -> list:
         rows = self._compute()
         complete = all(isinstance(o, Answer) and o.index_version == getattr(index, "version", None) for _, o in rows)
         if index is not None and complete and self._registry.acquire() is index:
@@ -639,7 +665,7 @@ async def get_section(request: Request) -> Response:
 
 async def get_index_page(request: Request) -> Response:
     web = _web(request)
-    view = listing_page(await run_in_threadpool(web.listing.get))
+    view = listing_page(await web.listing.get())
     if view.http_status != 200:
         return _page(web, "index.html", view.http_status, rows=view.rows, versions=view.versions)
     # Strong: the page is a function of its rows, the versions and the presentation.

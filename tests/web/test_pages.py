@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -202,6 +206,43 @@ def test_the_list_is_computed_once_per_installed_index(project, index, drafts, e
     after = client.get("/")
     assert spy.calls == 2 * n
     assert "bbbbbbbbbbbb" in after.text and index.version not in after.text
+
+
+class BlockedDrafter(CountingDrafter):
+    """Counts drafts and holds each until ``release`` is set (a build that takes its time)."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+
+    def draft(self, question_id, question, passages, query=None):
+        self.release.wait(timeout=30)
+        with self.lock:
+            self.calls += 1
+        return self.inner.draft(question_id, question, passages)
+
+
+STAMPEDE = 64
+
+
+def test_a_cold_list_stampede_is_one_build_and_leaves_the_pool_to_health(project, index, drafts, embedder, live_server):
+    """64 cold ``GET /`` at once await one build on the listing's own thread: ``/health`` (which
+    uses the shared thread pool) is answered while they wait, and the questions are answered once."""
+    spy = BlockedDrafter(FixtureDrafter(drafts))
+    server = live_server(make_app(project, Registry(index), drafts=drafts, embedder=embedder, fixture_drafter=spy))
+    with httpx.Client(base_url=server.url, timeout=60) as http, ThreadPoolExecutor(STAMPEDE) as pool:
+        pages = [pool.submit(http.get, "/") for _ in range(STAMPEDE)]
+        time.sleep(0.5)  # every GET / is in and waiting on the blocked build
+        started = time.perf_counter()
+        health = http.get("/health", timeout=10)
+        waited = time.perf_counter() - started
+        assert not any(p.done() for p in pages)
+        spy.release.set()
+        replies = [p.result(timeout=60) for p in pages]
+    assert health.status_code == 200 and waited < 5.0  # not stuck behind 64 builds (it was, for as long as they ran)
+    assert {r.status_code for r in replies} == {200} and len({r.text for r in replies}) == 1
+    assert spy.calls == len(project.questions.questions)  # one build for all 64
 
 
 def test_every_link_on_the_index_page_resolves(client):
