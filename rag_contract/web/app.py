@@ -4,6 +4,12 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 
 - ``GET /health``: the served index version (or null), freshness and what changed (from the
   status callable), the load error when no index is served. 200 serving, 503 not serving.
+- ``GET /health/live``: 200 while the process answers at all (liveness: nothing is checked).
+- ``GET /health/ready``: 200 when a request would be answered in full (readiness): an index is
+  served and the model that embeds free-text questions is in memory. While it loads, 503
+  ``waiting_for: embedder`` with ``Retry-After``; the first such request starts the load, so
+  an orchestrator's readiness probe warms the process before it is sent traffic. 503
+  ``waiting_for: index`` while no index is served.
 - ``GET /questions``: the fixed question set (id, question, answerable).
 - ``GET /answer/{id}``: ``Service.answer`` for a fixed question (recorded drafts). Status
   from the outcome: grounded/partial/unsupported 200, no_context 503, abandoned 503, and
@@ -486,6 +492,7 @@ class WebState:
     questions_tag: str
     admission: Admission  # free-text answers in flight and queued (POST /ask, GET /ask?q=)
     body_timeout_s: float  # POST /ask: the whole body within this, else 408 (slow_clients.py)
+    ask_ready: Callable[[Index], object]  # GET /health/ready: raises EmbedderLoading while it loads
 
 
 def _web(request: Request) -> WebState:
@@ -514,6 +521,24 @@ def answer_all(service: Service, questions: QuestionSet) -> list[tuple[Question,
 
 
 # --- endpoints: each reads app.state.web, asks the core, and translates the outcome ------
+
+
+async def get_live(request: Request) -> Response:
+    return _json({"live": True}, 200)
+
+
+async def get_ready(request: Request) -> Response:
+    web = _web(request)
+    index = web.registry.acquire()
+    if index is None:
+        detail = web.registry.load_error or "no index is installed"
+        return _json({"ready": False, "waiting_for": "index", "detail": detail}, 503)
+    try:
+        web.ask_ready(index)
+    except EmbedderLoading as exc:
+        body = {"ready": False, "waiting_for": "embedder", "detail": str(exc)}
+        return _json(body, 503, extra=_retry_after(exc.retry_after_s))
+    return _json({"ready": True, "index_version": index.version}, 200, index.version)
 
 
 async def get_health(request: Request) -> Response:
@@ -676,7 +701,11 @@ async def get_index_page(request: Request) -> Response:
 
 def _outcome_page(web: WebState, outcome: Outcome, **context: Any) -> HTMLResponse:
     """The question page for an answer that is not served from the memo (a free-text answer, or
-    a fixed one that failed), with the retry advice its status carries."""
+    a fixed one that failed), with the retry advice its status carries. While the model loads
+    the page also asks again by itself after ``Retry-After`` (a refresh, which needs no script
+    under the pages' CSP): the reader gets the answer without doing anything."""
+    loading = isinstance(outcome, ServiceFailed) and outcome.error == "embedder_loading"
+    refresh_s = outcome.retry_after_s if isinstance(outcome, ServiceFailed) and loading else None
     return _page(
         web,
         "question.html",
@@ -685,6 +714,7 @@ def _outcome_page(web: WebState, outcome: Outcome, **context: Any) -> HTMLRespon
         headers=_retry(web, outcome),
         a=outcome.as_dict(),
         state=state_of(outcome),
+        refresh_s=refresh_s,
         **context,
     )
 
@@ -745,6 +775,8 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
 ANSWER_ROUTE = Route("/answer/{qid}", FixedAnswerEndpoint(), methods=["GET"])
 ROUTES = (
     Route("/health", get_health),
+    Route("/health/live", get_live),
+    Route("/health/ready", get_ready),
     Route("/questions", get_questions),
     ANSWER_ROUTE,
     Route("/ask", post_ask, methods=["POST"]),
@@ -768,6 +800,7 @@ def create_app(
     rate_store: BucketStore,
     warmup: Callable[[], object] | None = None,
     observer: Observer | None = None,
+    ask_ready: Callable[[Index], object] | None = None,
 ) -> Starlette:
     """The served contract over explicit dependencies.
 
@@ -779,6 +812,8 @@ def create_app(
     ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup (what it
     returns is unused). ``observer`` (optional, ``observability.build_observer``) hears every
     request after its response, the limiter's refusals included: it wraps the limiter.
+    ``ask_ready`` (optional; default: always ready) is what ``/health/ready`` asks of the
+    served index: it raises ``EmbedderLoading`` while free text cannot be embedded yet.
     """
     rl = thresholds.rate_limit
     qbody = questions_body(questions)
@@ -819,5 +854,6 @@ def create_app(
         questions_tag=entity_tag([qbody], weak=False),
         admission=Admission(AdmissionLimits(**dataclasses.asdict(thresholds.admission))),
         body_timeout_s=BODY_TIMEOUT_S,
+        ask_ready=ask_ready or (lambda index: None),
     )
     return app

@@ -202,6 +202,23 @@ def loaded_on_demand(
     return get
 
 
+def ask_readiness(embedders: EmbedderFor) -> Callable[[Index], None]:
+    """What ``/health/ready`` asks of an index: raises ``EmbedderLoading`` while the model of
+    the index's embedder loads, starting the load when nothing has (``loaded_on_demand``).
+    An embedder that cannot be made or load is not waited for: each ``/ask`` names it (503
+    ``embedder_unavailable``) while the fixed answers are served, so the process is ready."""
+
+    def ready(index: Index) -> None:
+        try:
+            embedders(index.embedder_name)
+        except EmbedderLoading:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported per request by /ask, not a readiness wait
+            logger.debug("readiness: embedder %s: %s", index.embedder_name, type(exc).__name__)
+
+    return ready
+
+
 def build_services(
     registry: Registry,
     thresholds: Thresholds,
@@ -254,6 +271,7 @@ def assemble(
         clock=rate_clock,
         rate_store=rate_store,
         observer=observer,
+        ask_ready=ask_readiness(embedders),
     )
 
 
