@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe container clean
+.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe http-lint container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -90,6 +90,16 @@ startup: $(STAMP)
 
 # Every hostile-input, broken-file and overload case of docs/threat-model.md against the real
 # server on loopback (~2 minutes): writes eval/results/probe.json, then the README block.
+# REDbot (tools/redbot-requirements.txt) in a venv of its own, for tests/web/test_redbot.py.
+REDBOT_STAMP := .venv-redbot/.installed
+$(REDBOT_STAMP): tools/redbot-requirements.txt
+	$(PYTHON) -m venv .venv-redbot
+	.venv-redbot/bin/python -m pip install --quiet -r tools/redbot-requirements.txt
+	touch $@
+
+http-lint: $(STAMP) $(REDBOT_STAMP)
+	$(BIN)/python -m pytest tests/web/test_redbot.py -v
+
 probe: $(STAMP)
 	$(BIN)/python -m tools.probe
 	$(BIN)/python -m tools.readme
@@ -101,4 +111,4 @@ container: $(STAMP)
 	$(BIN)/python -m tools.readme
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-redbot

@@ -45,7 +45,9 @@ weak (responses differ only in the budget) and come from ``FixedAnswers``, which
 fixed answer per Index object, so a revalidation or a repeat does no answering work; the
 others are strong. ``/section`` sends ``Vary: Accept``. A 404 or 503 ignores the fields
 (section 13.2.1) and carries no tag. Pages also say ``Referrer-Policy: no-referrer`` (a page's
-URL can hold a question), and a question too long for ``GET /ask?q=`` is 414.
+URL can hold a question), and a question too long for ``GET /ask?q=`` is 414. ``/health``,
+``/health/live``, ``/health/ready`` and ``GET /ask`` are ``Cache-Control: no-store``: a status
+of this instant, or a page holding the question asked, is for no cache to keep.
 
 Every JSON response carries ``X-Content-Type-Options: nosniff``, and an id echoed in a 404
 is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent. A stray
@@ -130,6 +132,10 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 _JSON_HEADERS = {"X-Content-Type-Options": "nosniff"}
+# What no cache may keep at all (RFC 9111 section 5.2.2.5): the process's state at this instant
+# (health), and pages that hold the question someone typed (GET /ask?q=), which a shared cache
+# would otherwise store under a URL anyone could ask for.
+_NO_STORE = {"Cache-Control": "no-store"}
 ECHO_MAX_CHARS = 80
 
 
@@ -524,7 +530,7 @@ def answer_all(service: Service, questions: QuestionSet) -> list[tuple[Question,
 
 
 async def get_live(request: Request) -> Response:
-    return _json({"live": True}, 200)
+    return _json({"live": True}, 200, extra=_NO_STORE)
 
 
 async def get_ready(request: Request) -> Response:
@@ -532,13 +538,13 @@ async def get_ready(request: Request) -> Response:
     index = web.registry.acquire()
     if index is None:
         detail = web.registry.load_error or "no index is installed"
-        return _json({"ready": False, "waiting_for": "index", "detail": detail}, 503)
+        return _json({"ready": False, "waiting_for": "index", "detail": detail}, 503, extra=_NO_STORE)
     try:
         web.ask_ready(index)
     except EmbedderLoading as exc:
         body = {"ready": False, "waiting_for": "embedder", "detail": str(exc)}
-        return _json(body, 503, extra=_retry_after(exc.retry_after_s))
-    return _json({"ready": True, "index_version": index.version}, 200, index.version)
+        return _json(body, 503, extra=_retry_after(exc.retry_after_s) | _NO_STORE)
+    return _json({"ready": True, "index_version": index.version}, 200, index.version, _NO_STORE)
 
 
 async def get_health(request: Request) -> Response:
@@ -546,7 +552,7 @@ async def get_health(request: Request) -> Response:
     index = web.registry.acquire()
     on_disk = await run_in_threadpool(web.status)
     h = health(index.version if index else None, web.registry.load_error, on_disk)
-    return _json(h.body, h.http_status)
+    return _json(h.body, h.http_status, extra=_NO_STORE)
 
 
 def questions_body(questions: QuestionSet) -> bytes:
@@ -638,7 +644,14 @@ async def post_ask(request: Request) -> Response:
 
 async def get_ask_page(request: Request) -> Response:
     """The front page's question box: a plain GET form (answering is safe and repeatable, so a
-    person can bookmark or share the answer), screened and answered exactly as ``POST /ask``."""
+    person can bookmark or share the answer), screened and answered exactly as ``POST /ask``.
+    No cache may store it (``_NO_STORE``): it holds the question asked."""
+    response = await _ask_page(request)
+    response.headers.update(_NO_STORE)
+    return response
+
+
+async def _ask_page(request: Request) -> Response:
     web = _web(request)
     raw = request.query_params.get("q")
     if raw is None:
@@ -747,7 +760,7 @@ async def get_question_page(request: Request) -> Response:
 
 
 async def get_css(request: Request) -> Response:
-    headers = {"Cache-Control": "public, max-age=300", **_JSON_HEADERS}  # nosniff: a stylesheet only as text/css
+    headers = {"Cache-Control": "max-age=300", **_JSON_HEADERS}  # nosniff: a stylesheet only as text/css
     return Response(_web(request).css, media_type="text/css", headers=headers)
 
 
