@@ -79,7 +79,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import jinja2
@@ -119,6 +119,7 @@ from rag_contract.web.slow_clients import BODY_TIMEOUT_S
 from rag_contract.web.validators import CACHE_CONTROL, conditional_status, entity_tag
 
 TEMPLATES = Path(__file__).parent / "templates"
+T = TypeVar("T")
 VERSION_HEADER = "X-Index-Version"
 
 # Pages load nothing from anywhere but this origin; the browser is told so as well.
@@ -235,7 +236,7 @@ class Listing:
         self._entry: tuple[Any, list] | None = None
         self._flight: tuple[Any, Future[list]] | None = None  # (index, its build), while it runs
         self._lock = threading.Lock()
-        self.builds = 0  # how many builds were started (what the stampede test counts)
+        self._rendered: tuple[list, Any] | None = None
 
     async def get(self) -> list:
         index = self._registry.acquire()
@@ -247,10 +248,19 @@ class Listing:
             if flight is None or flight[0] is not index or flight[1].done():
                 flight = (index, self._executor.submit(self._build, index))
                 self._flight = flight
-                self.builds += 1
         # A concurrent future: any event loop may await it, and a waiter that goes away
         # (a client that disconnects) cancels only its own wait, never the build.
         return await asyncio.shield(asyncio.wrap_future(flight[1]))
+
+    def rendered(self, rows: list, render: Callable[[list], T]) -> T:
+        """``render(rows)``, kept for the last ``rows`` object rendered: every request served the
+        same list (one build's waiters, or the kept entry) shares one rendering."""
+        kept = self._rendered
+        if kept is not None and kept[0] is rows:
+            return kept[1]
+        made = render(rows)
+        self._rendered = (rows, made)
+        return made
 
     def _build(self, index: Any) -> list:
         rows = self._compute()
@@ -513,7 +523,16 @@ def _page(
     headers: Mapping[str, str] | None = None,
     **context: Any,
 ) -> HTMLResponse:
-    html = web.templates.get_template(name).render(max_chars=web.max_question_chars, **context)
+    return _html(_render(web, name, **context), status_code, version, headers)
+
+
+def _render(web: WebState, name: str, **context: Any) -> str:
+    return web.templates.get_template(name).render(max_chars=web.max_question_chars, **context)
+
+
+def _html(
+    html: str, status_code: int, version: str | None = None, headers: Mapping[str, str] | None = None
+) -> HTMLResponse:
     return HTMLResponse(html, status_code=status_code, headers={**_PAGE_HEADERS, **_headers(version, headers)})
 
 
@@ -701,15 +720,34 @@ async def get_section(request: Request) -> Response:
     return _page(web, "section.html", 200, headers=headers, section=reply.body)
 
 
-async def get_index_page(request: Request) -> Response:
-    web = _web(request)
-    view = listing_page(await web.listing.get())
+@dataclass(frozen=True)
+class RenderedListing:
+    """The question list page for one list of outcomes: status, strong tag (200 only), HTML."""
+
+    http_status: int
+    tag: str | None
+    html: str
+
+
+def render_listing(web: WebState, rows: list) -> RenderedListing:
+    view = listing_page(rows)
+    html = _render(web, "index.html", rows=view.rows, versions=view.versions)
     if view.http_status != 200:
-        return _page(web, "index.html", view.http_status, rows=view.rows, versions=view.versions)
+        return RenderedListing(view.http_status, None, html)
     # Strong: the page is a function of its rows, the versions and the presentation.
     tag = entity_tag(["listing", web.presentation, encode({"rows": view.rows, "v": view.versions})], weak=False)
-    headers, conditional_reply = _validated(request, tag, None)
-    return conditional_reply or _page(web, "index.html", 200, headers=headers, rows=view.rows, versions=view.versions)
+    return RenderedListing(200, tag, html)
+
+
+async def get_index_page(request: Request) -> Response:
+    web = _web(request)
+    rows = await web.listing.get()
+    # Rendered once per list: the requests that awaited one build share its page too.
+    page = web.listing.rendered(rows, functools.partial(render_listing, web))
+    if page.tag is None:
+        return _html(page.html, page.http_status)
+    headers, conditional_reply = _validated(request, page.tag, None)
+    return conditional_reply or _html(page.html, 200, headers=headers)
 
 
 def _outcome_page(web: WebState, outcome: Outcome, **context: Any) -> HTMLResponse:
