@@ -376,6 +376,13 @@ def test_pages_forbid_other_origins_in_their_headers(client):
     assert "default-src 'none'" in csp and "style-src 'self'" in csp
 
 
+@pytest.mark.parametrize("path", ["/health", "/health/live", "/health/ready", "/ask", "/ask?q=What+is+a+URI%3F"])
+def test_no_cache_may_store_a_status_or_a_page_holding_the_question(client, path):
+    # RFC 9111 section 5.2.2.5: a status of this instant, and a page whose URL and body hold the
+    # question someone typed, are for no cache (a shared one would serve them to anyone).
+    assert client.get(path).headers["cache-control"] == "no-store"
+
+
 @pytest.mark.parametrize("path", ["/", "/ask", "/ask?q=What+is+a+URI%3F", "/q/q11", "/section/rfc9110:9.2.1"])
 def test_pages_send_no_referer_on_so_a_question_in_the_url_stays_here(client, path):
     assert client.get(path).headers["referrer-policy"] == "no-referrer"
