@@ -124,13 +124,14 @@ class CheckedConnection(h11.Connection):
 
     refused: Refusal | None = None
 
-    def next_event(self):
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         event = super().next_event()
-        if isinstance(event, h11.Request):
-            checked = origin_form(event)
-            why = checked if isinstance(checked, Refusal) else refusal(checked)
-            if why is not None:
-                self.refused = why
-                raise h11.RemoteProtocolError(why.reason, error_status_hint=why.status)
+        if not isinstance(event, h11.Request):
+            return event
+        checked = origin_form(event)
+        why = checked if isinstance(checked, Refusal) else refusal(checked)
+        if why is None and isinstance(checked, h11.Request):
             return checked
-        return event
+        assert why is not None
+        self.refused = why
+        raise h11.RemoteProtocolError(why.reason, error_status_hint=why.status)
