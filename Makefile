@@ -98,7 +98,8 @@ $(REDBOT_STAMP): tools/redbot-requirements.txt
 	touch $@
 
 http-lint: $(STAMP) $(REDBOT_STAMP)
-	$(BIN)/python -m pytest tests/web/test_redbot.py -v
+	$(BIN)/python -m tools.redbot_lint
+	$(BIN)/python -m tools.readme
 
 probe: $(STAMP)
 	$(BIN)/python -m tools.probe

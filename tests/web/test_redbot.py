@@ -6,6 +6,7 @@ turns red on a note it must refuse."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 
 import httpx
@@ -47,9 +48,23 @@ def test_a_warning_or_bad_note_is_a_complaint_unless_an_adr_justifies_it():
     assert redbot_lint.complaints(results, excused) == []
 
 
+def committed(root) -> dict:
+    return json.loads((root / "eval" / "results" / redbot_lint.REPORT).read_text(encoding="utf-8"))
+
+
+def test_the_committed_report_covers_every_target_and_complains_of_nothing(root):
+    report = committed(root)
+    urls = [t["url"] for t in report["targets"]]
+    assert urls == [path for paths in redbot_lint.TARGETS.values() for path in paths]
+    notes = {t["url"]: [redbot_lint.Note(**n) for n in t["notes"]] for t in report["targets"]}
+    assert all(notes.values()) and report["complaints"] == redbot_lint.complaints(notes) == []
+    text = redbot_lint.render(report)
+    assert all(f"| `{url}` | " in text for url in urls) and "0 BAD or WARN notes" in text
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(REDBOT is None, reason="no redbot command: make .venv-redbot/.installed (CI installs it)")
-def test_redbot_finds_nothing_bad_and_warns_of_nothing_on_any_route(project, index, live_server):
+def test_redbot_finds_nothing_bad_and_warns_of_nothing_on_any_route(project, index, live_server, root):
     # REDbot's requests all come from one address, its follow-ups included: an allowance it cannot spend.
     served = dataclasses.replace(project, thresholds=generous(project.thresholds))
     app = assemble(
@@ -61,7 +76,12 @@ def test_redbot_finds_nothing_bad_and_warns_of_nothing_on_any_route(project, ind
         assert time.monotonic() < deadline, "the model did not load"
         time.sleep(0.2)
     assert REDBOT is not None
-    results = redbot_lint.lint(server.url, REDBOT)
+    linted = redbot_lint.lint_targets(server.url, REDBOT)
+    results = {url: notes for url, (_, notes) in linted.items()}
     assert len(results) == sum(len(paths) for paths in redbot_lint.TARGETS.values())
     assert all(results.values()), "a target REDbot wrote no note on"
     assert redbot_lint.complaints(results) == []
+    # The committed report (python -m tools.redbot_lint) saw the same statuses.
+    assert {url: status for url, (status, _) in linted.items()} == {
+        t["url"]: t["status"] for t in committed(root)["targets"]
+    }
