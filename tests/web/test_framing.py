@@ -19,7 +19,7 @@ from starlette.routing import Route
 from rag_contract.web.framing import Refusal, origin_form, refusal, valid_host
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 
-WRITE_BOUND_S = 0.5
+WRITE_BOUND_S = 1.0  # the client in this process shares the GIL with the server: room for a busy machine
 SLACK_S = 4.0
 BIG = 32 * 1024 * 1024  # far more than the kernel's buffers on both sides hold
 
