@@ -215,8 +215,9 @@ class Listing:
     """The question list's outcomes, computed once per installed index object, by one build
     at a time on a thread of its own.
 
-    Listing runs every fixed question (~0.7 s of CPU). Per request, that would let one client
-    claim far more of the process than the rate limit assumes (about one deadline per request).
+    Listing runs every fixed question on the index acquired (``compute(index)``; ~0.7 s of CPU
+    cold). Per request, that would let one client claim far more of the process than the rate
+    limit assumes (about one deadline per request).
     Outcomes are reused while the registry holds the very Index object they were computed on
     and every one is an Answer from it; anything else (no index, an abandoned or undraftable
     question, a cutover during the listing) is recomputed on a later request. Recorded drafts
@@ -229,7 +230,7 @@ class Listing:
     service keeps its threads.
     """
 
-    def __init__(self, registry: Registry, compute: Callable[[], list], executor: Executor | None = None):
+    def __init__(self, registry: Registry, compute: Callable[[Any], list], executor: Executor | None = None):
         self._registry = registry
         self._compute = compute
         self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="listing")
@@ -263,7 +264,7 @@ class Listing:
         return made
 
     def _build(self, index: Any) -> list:
-        rows = self._compute()
+        rows = self._compute(index)
         complete = all(isinstance(o, Answer) and o.index_version == getattr(index, "version", None) for _, o in rows)
         if index is not None and complete and self._registry.acquire() is index:
             self._entry = (index, rows)  # one rebinding: readers see the old entry or the new
@@ -540,9 +541,18 @@ def _not_found_page(web: WebState, what: str, key: str) -> HTMLResponse:
     return _page(web, "not_found.html", 404, what=what, key=echoed(key))
 
 
-def answer_all(service: Service, questions: QuestionSet) -> list[tuple[Question, Outcome]]:
-    """Every fixed question with its outcome, in question-set order (what ``Listing`` caches)."""
-    return [(q, run_answer(service, q.question, q.id)) for q in questions.questions]
+def answer_all(
+    fixed: FixedAnswers[Outcome], questions: QuestionSet, index: Index | None
+) -> list[tuple[Question, Outcome]]:
+    """Every fixed question with its outcome on ``index``, in question-set order (what ``Listing``
+    keeps). Each goes through the fixed-answer memo: a verdict reached once, by a list or by
+    ``/answer``, is reused, so a list some of whose rows failed (abandoned under load) is
+    completed by the next build rather than computed again whole."""
+    return [(q, _outcome_of(fixed.serve(index, q))) for q in questions.questions]
+
+
+def _outcome_of(served: Served | Outcome) -> Outcome:
+    return served.entity.answer if isinstance(served, Served) else served
 
 
 # --- endpoints: each reads app.state.web, asks the core, and translates the outcome ------
@@ -883,6 +893,9 @@ def create_app(
     )
     relative_slash_redirects(app.router)  # 307 Location from the path, never the Host header
     app.state.observer = observer
+    fixed: FixedAnswers[Outcome] = FixedAnswers(
+        functools.partial(run_fixed, fixture_service), thresholds.budget.request_deadline_ms, fixture_service.clock
+    )
     app.state.web = WebState(
         registry=registry,
         fixture_service=fixture_service,
@@ -891,15 +904,11 @@ def create_app(
         by_id={q.id: q for q in questions.questions},
         max_question_chars=thresholds.ask.max_question_chars,
         status=status,
-        listing=Listing(registry, functools.partial(answer_all, fixture_service, questions)),
+        listing=Listing(registry, functools.partial(answer_all, fixed, questions)),
         templates=_templates(),
         css=(TEMPLATES / "site.css").read_text(encoding="utf-8"),
         warmup=warmup,
-        fixed=FixedAnswers(
-            functools.partial(run_fixed, fixture_service),
-            thresholds.budget.request_deadline_ms,
-            fixture_service.clock,
-        ),
+        fixed=fixed,
         presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars),
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),

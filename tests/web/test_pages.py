@@ -20,7 +20,14 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from rag_contract.answering.drafting import Draft, ExtractiveDrafter, FixtureDrafter, prompt_fingerprint, sentences
+from rag_contract.answering.drafting import (
+    Draft,
+    DraftError,
+    ExtractiveDrafter,
+    FixtureDrafter,
+    prompt_fingerprint,
+    sentences,
+)
 from rag_contract.answering.grounding import Claim, check_claim
 from rag_contract.answering.service import consult, stored_vector
 from rag_contract.index.registry import Registry
@@ -206,6 +213,38 @@ def test_the_list_is_computed_once_per_installed_index(project, index, drafts, e
     after = client.get("/")
     assert spy.calls == 2 * n
     assert "bbbbbbbbbbbb" in after.text and index.version not in after.text
+
+
+class FailingOnceDrafter(CountingDrafter):
+    """Fails its first draft of ``failing`` (DraftError, a row the list cannot keep), then drafts."""
+
+    def __init__(self, inner, failing: str) -> None:
+        super().__init__(inner)
+        self.failing, self.failed = failing, False
+
+    def draft(self, question_id, question, passages, query=None):
+        if question_id == self.failing and not self.failed:
+            self.failed = True
+            raise DraftError("not this time")
+        return super().draft(question_id, question, passages)
+
+
+def test_a_list_with_a_failed_row_is_completed_not_rebuilt_and_shares_answers_with_the_routes(
+    project, index, drafts, embedder
+):
+    """Under load a row can fail (abandoned); the next build computes only what is missing, so the
+    list settles. A fixed answer reached by /answer is not computed again by the list."""
+    n = len(project.questions.questions)
+    first_id = project.questions.questions[0].id
+    spy = FailingOnceDrafter(FixtureDrafter(drafts), failing=project.questions.questions[-1].id)
+    client = make_client(project, Registry(index), drafts, embedder, fixture_drafter=spy)
+    assert client.get(f"/answer/{first_id}").status_code == 200 and spy.calls == 1
+    first = client.get("/")
+    assert spy.calls == n - 1  # the answer already reached was reused; the failing row drafted nothing
+    assert "draft_unavailable" in first.text
+    second = client.get("/")
+    assert spy.calls == n and "draft_unavailable" not in second.text  # only the failed row again
+    assert client.get("/").text == second.text and spy.calls == n  # now kept whole
 
 
 class BlockedDrafter(CountingDrafter):
