@@ -88,9 +88,8 @@ startup: $(STAMP)
 	$(BIN)/python -m tools.startup
 	$(BIN)/python -m tools.readme
 
-# Every hostile-input, broken-file and overload case of docs/threat-model.md against the real
-# server on loopback (~2 minutes): writes eval/results/probe.json, then the README block.
-# REDbot (tools/redbot-requirements.txt) in a venv of its own, for tests/web/test_redbot.py.
+# REDbot (tools/redbot-requirements.txt) in a venv of its own, for tests/web/test_redbot.py; http-lint
+# runs it against every route of the served app: writes eval/results/redbot.json, then the README block.
 REDBOT_STAMP := .venv-redbot/.installed
 $(REDBOT_STAMP): tools/redbot-requirements.txt
 	$(PYTHON) -m venv .venv-redbot
@@ -101,6 +100,8 @@ http-lint: $(STAMP) $(REDBOT_STAMP)
 	$(BIN)/python -m tools.redbot_lint
 	$(BIN)/python -m tools.readme
 
+# Every hostile-input, broken-file and overload case of docs/threat-model.md against the real
+# server on loopback (~2 minutes): writes eval/results/probe.json, then the README block.
 probe: $(STAMP)
 	$(BIN)/python -m tools.probe
 	$(BIN)/python -m tools.readme
