@@ -94,6 +94,11 @@ def test_a_valid_host_is_served(server, host):
     assert _exchange(server.port, _get(b"/health", host)).startswith(b"HTTP/1.1 200 ")
 
 
+def test_an_http_1_0_request_without_host_is_served(server):
+    # RFC 9112 section 3.2: Host is required of HTTP/1.1 requests; a 1.0 request may lack it.
+    assert _exchange(server.port, b"GET /health HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+
+
 def test_another_major_version_on_an_http1_request_line_is_505(server):
     # RFC 9110 section 15.6.6 (505) and RFC 9112 section 2.3 (the version names the message's syntax).
     reply = _exchange(server.port, _get(b"/health", version=b"HTTP/2.0"))
