@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe container clean
+.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe http-lint container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -89,6 +89,18 @@ startup: $(STAMP)
 	$(BIN)/python -m tools.startup
 	$(BIN)/python -m tools.readme
 
+# REDbot (tools/redbot-requirements.txt) in a venv of its own, for tests/web/test_redbot.py; http-lint
+# runs it against every route of the served app: writes eval/results/redbot.json, then the README block.
+REDBOT_STAMP := .venv-redbot/.installed
+$(REDBOT_STAMP): tools/redbot-requirements.txt
+	$(PYTHON) -m venv .venv-redbot
+	.venv-redbot/bin/python -m pip install --quiet -r tools/redbot-requirements.txt
+	touch $@
+
+http-lint: $(STAMP) $(REDBOT_STAMP)
+	$(BIN)/python -m tools.redbot_lint
+	$(BIN)/python -m tools.readme
+
 # Every hostile-input, broken-file and overload case of docs/threat-model.md against the real
 # server on loopback (~2 minutes): writes eval/results/probe.json, then the README block.
 probe: $(STAMP)
@@ -102,4 +114,4 @@ container: $(STAMP)
 	$(BIN)/python -m tools.readme
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-redbot

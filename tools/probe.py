@@ -38,6 +38,7 @@ import hashlib
 import io
 import itertools
 import json
+import re
 import shutil
 import socket
 import statistics
@@ -53,6 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import numpy as np
 import yaml
@@ -88,6 +90,13 @@ WIDE_EMBEDDER = "openai-text-embedding-3-small"
 WIDE_DIMS = 1536
 MARK_CHARS = 123  # a max_question_chars only the --root copy has
 QUESTION = "What does the no-cache directive of Cache-Control mean?"
+# Asked only of the cold server, by GET /ask?q= and POST /ask: no log line may hold it.
+MARK_QUESTION = "Which status code answers a request target longer than the server will read?"
+WRITE_BOUND_S = 10.0  # the write timeout serve runs with (slow_clients.WRITE_TIMEOUT_S)
+PIPELINED = 64  # GET / requests a client that never reads sends on one connection
+GOAL_COLD_PAGE_S = 2.0
+GOAL_COLD_HEALTH_MS = 100.0
+INVALID_HOSTS = ("evil.example/path", "exa mple.com", "[::1", ":99999")
 # Environment no server may inherit (another port, store or root, or a key).
 _SCRUBBED_ENV = (*loadtest._SCRUBBED_ENV, "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
@@ -497,6 +506,263 @@ def slow_clients_case(results: Mapping[str, tuple[str, float]], tally: Tally) ->
     )
 
 
+def _raw(client: Client, head: str, body: bytes = b"") -> bytes:
+    """A request head written as given (no Connection: close), with the client's own identity."""
+    lines = head.split("\r\n")
+    lines.insert(1, f"X-Forwarded-For: {client.identity()}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def smuggling(client: Client) -> Case:
+    """RFC 9112 section 6.1: Content-Length with Transfer-Encoding, a second request in the body."""
+    hidden = b"0\r\n\r\nGET /answer/SMUGGLED HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    head = f"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(hidden)}\r\nTransfer-Encoding: chunked"
+    r = client.send(_raw(client, head, hidden))
+    replies = r.body.count(b"HTTP/1.1 ") + (r.status is not None)
+    closed = r.seconds < REQUEST_TIMEOUT_S / 2  # the read ended on the server's close, not on the timeout
+    return Case(
+        "Content-Length with Transfer-Encoding, a second request hidden in the body (RFC 9112 6.1)",
+        "400 and the connection closed; the hidden request never answered",
+        f"{r.brief()}, {replies} reply, " + ("closed" if closed else "left open"),
+        r.status == 400 and replies == 1 and closed and b"SMUGGLED" not in r.body,
+    )
+
+
+def request_targets(client: Client) -> Case:
+    """RFC 9112 section 3: absolute-form accepted, invalid Host 400, another major version refused."""
+    absolute = client.get(f"http://{HOST}:{client.port}/health")
+    hosts = {h: client.get("/health", {"Host": h}) for h in INVALID_HOSTS}
+    version = client.send(_raw(client, "GET /health HTTP/2.0\r\nHost: 127.0.0.1\r\nConnection: close"))
+    ok = absolute.status == 200 and all(r.status == 400 for r in hosts.values()) and version.status in (400, 505)
+    return Case(
+        "absolute-form target, invalid Host values, HTTP/2.0 on an HTTP/1 line (RFC 9112 3.2, 3.2.2, 2.3)",
+        "200 for the absolute form; 400 for each invalid Host; 505 (or 400) for the version",
+        f"absolute {absolute.status}; hosts "
+        + ", ".join(f"{h!r} {r.status}" for h, r in hosts.items())
+        + f"; HTTP/2.0 {version.status}",
+        ok,
+    )
+
+
+def conditionals(client: Client) -> Case:
+    """RFC 9110 sections 13.1.1 (If-Match, strong comparison) and 5.3 (a field on two lines is one list)."""
+    first = client.get("/questions")
+    tag = first.headers.get("etag", "")
+    failed = client.get("/questions", {"If-Match": '"not-the-tag"'})
+    matched = client.get("/questions", {"If-Match": tag})
+    two_lines = client.send(
+        _raw(
+            client,
+            f'GET /questions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nIf-None-Match: "other"'
+            f"\r\nIf-None-Match: {tag}",
+        )
+    )
+    return Case(
+        "If-Match, and If-None-Match on two lines (RFC 9110 13.1.1, 5.3)",
+        "412 for an If-Match naming another tag, 200 for the current one; 304 for the two-line list",
+        f"If-Match other {failed.status}, current {matched.status}; two lines {two_lines.status}",
+        bool(tag) and failed.status == 412 and matched.status == 200 and two_lines.status == 304,
+    )
+
+
+def page_edges(client: Client, max_chars: int) -> Case:
+    page = client.get("/")
+    css = client.get("/static/site.css")
+    long_q = client.get("/ask?q=" + "x" * (max_chars + 1))
+    return Case(
+        "page headers and an over-long GET /ask?q=",
+        "Referrer-Policy: no-referrer on pages; nosniff on the stylesheet; 414 for a question too long for the URL",
+        f"Referrer-Policy {page.headers.get('referrer-policy')!r}; stylesheet nosniff "
+        f"{css.headers.get('x-content-type-options')!r}; long question {long_q.status}",
+        page.headers.get("referrer-policy") == "no-referrer"
+        and css.headers.get("x-content-type-options") == "nosniff"
+        and long_q.status == 414,
+    )
+
+
+def aborted_uploads(client: Client, log: Path) -> Case:
+    """A body cut off by the client, and a malformed chunk: the server's output gains no traceback."""
+    offset = log.stat().st_size
+    head = "POST /ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+    for data in (
+        _raw(client, head + "\r\nContent-Length: 100", b'{"quest'),
+        _raw(client, head + "\r\nTransfer-Encoding: chunked", b'5\r\n{"que\r\nzz\r\n'),
+    ):
+        with socket.create_connection((HOST, client.port), timeout=REQUEST_TIMEOUT_S) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(OSError):
+                while sock.recv(65536):
+                    pass
+    time.sleep(0.5)  # the handler meets the disconnect after the socket closes
+    with log.open("rb") as f:
+        f.seek(offset)
+        text = f.read().decode("utf-8", errors="replace")
+    found = text.count(TRACEBACK) + text.count("Exception in ASGI")
+    return Case(
+        "uploads aborted mid-body and by a malformed chunk",
+        "no traceback and no 'Exception in ASGI' in the server's output",
+        f"{found} found",
+        found == 0,
+    )
+
+
+def idle_connection(port: int) -> tuple[bytes, float]:
+    """A connection that sends nothing: what arrives before it closes, and when."""
+    started = time.monotonic()
+    with socket.create_connection((HOST, port), timeout=SLOW_BOUND_S + 10) as sock:
+        try:
+            raw = sock.recv(200)
+        except OSError:
+            raw = b""
+    return raw, time.monotonic() - started
+
+
+def idle_case(raw: bytes, seconds: float) -> Case:
+    line = raw.split(b"\r\n", 1)[0].decode("latin-1")
+    return Case(
+        "a fresh connection that sends nothing",
+        f"closed within {SLOW_BOUND_S:g} s (+2 s) without a reply (no unsolicited 408)",
+        f"{line or 'closed, no reply'} after {seconds:.1f} s",
+        raw == b"" and seconds <= SLOW_BOUND_S + 2,
+        {"seconds": round(seconds, 2)},
+    )
+
+
+def never_reads(client: Client) -> tuple[int, int, str]:
+    """``PIPELINED`` GET / on one connection whose client reads nothing for the write timeout and
+    more: (bytes then readable, bytes all the replies hold, how the read ended)."""
+    one = len(client.get("/").body)
+    data = b"".join(_raw(client, "GET / HTTP/1.1\r\nHost: 127.0.0.1") for _ in range(PIPELINED))
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the client's window stays small
+        sock.settimeout(REQUEST_TIMEOUT_S)
+        sock.connect((HOST, client.port))
+        sock.sendall(data)
+        time.sleep(WRITE_BOUND_S + 3)
+        received, ended = 0, "closed"
+        try:
+            while chunk := sock.recv(1 << 20):
+                received += len(chunk)
+        except ConnectionResetError:
+            ended = "reset"
+        except TimeoutError:
+            ended = "still open"
+    return received, one * PIPELINED, ended
+
+
+def never_reads_case(received: int, total: int, ended: str) -> Case:
+    return Case(
+        f"{PIPELINED} pipelined GET / from a client that never reads",
+        f"the connection closed within the write timeout ({WRITE_BOUND_S:g} s): not every reply sent",
+        f"{ended} after {WRITE_BOUND_S + 3:g} s; {received} of about {total} bytes readable",
+        ended in ("closed", "reset") and received < total,
+        {"received_bytes": received, "reply_bytes": total},
+    )
+
+
+def cold_stampede(client: Client) -> Case:
+    """``STORM_CLIENTS`` GET / at once on a server that has built no list yet, each its own client,
+    with ``/health`` asked every 50 ms meanwhile."""
+    data = [client.prepared("GET", "/") for _ in range(STORM_CLIENTS)]
+    barrier = threading.Barrier(STORM_CLIENTS + 1)
+    health_ms: list[float] = []
+    done = threading.Event()
+
+    def poll_health() -> None:
+        barrier.wait(timeout=REQUEST_TIMEOUT_S)
+        while not done.is_set():
+            health_ms.append(client.get("/health").seconds * 1000)
+            time.sleep(0.05)
+
+    with ThreadPoolExecutor(STORM_CLIENTS + 1) as pool:
+        poller = pool.submit(poll_health)
+        replies = list(pool.map(lambda d: client.send(d, barrier), data))
+        done.set()
+        poller.result(timeout=REQUEST_TIMEOUT_S)
+    page_s = max(r.seconds for r in replies)
+    worst_health = max(health_ms) if health_ms else None
+    statuses = Counter(str(r.status) for r in replies)
+    return Case(
+        f"cold GET / x {STORM_CLIENTS} at once, /health asked meanwhile",
+        f"every page 200; slowest page <= {GOAL_COLD_PAGE_S:g} s, slowest /health <= {GOAL_COLD_HEALTH_MS:g} ms",
+        f"{dict(statuses)}; slowest page {page_s:.2f} s; /health x {len(health_ms)}, slowest "
+        + (f"{worst_health:.1f} ms" if worst_health is not None else "none asked"),
+        set(statuses) == {"200"}
+        and page_s <= GOAL_COLD_PAGE_S
+        and worst_health is not None
+        and worst_health <= GOAL_COLD_HEALTH_MS,
+        {
+            "pages": len(replies),
+            "slowest_page_s": round(page_s, 3),
+            "health_asked": len(health_ms),
+            "slowest_health_ms": round(worst_health, 1) if worst_health is not None else None,
+        },
+    )
+
+
+REFRESH = re.compile(rb'<meta http-equiv="refresh" content="(\d+)">')
+
+
+def page_recovers(client: Client) -> Case:
+    """The question page asked before the model has loaded, then followed as a browser follows its
+    refresh: the same URL again after the advertised seconds, until it answers."""
+    path = "/ask?q=" + quote(MARK_QUESTION)
+    pages = [client.get(path)]
+    deadline = time.monotonic() + 60
+    while pages[-1].status == 503 and (refresh := REFRESH.search(pages[-1].body)) and time.monotonic() < deadline:
+        time.sleep(float(refresh[1]))
+        pages.append(client.get(path))
+    client.post_json("/ask", {"question": MARK_QUESTION})  # the same text in a body too, for the log check
+    first, last = pages[0], pages[-1]
+    return Case(
+        "the question page asked while the model loads",
+        "503 with Retry-After and a refresh; the page followed by itself answers 200",
+        f"first {first.status} (Retry-After {first.headers.get('retry-after')}, "
+        f"{'a refresh' if REFRESH.search(first.body) else 'no refresh'}); {len(pages)} pages, last {last.status}",
+        first.status == 503 and REFRESH.search(first.body) is not None and last.status == 200,
+        {"pages": len(pages)},
+    )
+
+
+def readiness(client: Client) -> Case:
+    """Liveness apart from readiness, from the first request of a fresh server."""
+    live = client.get("/health/live")
+    ready = [client.get("/health/ready")]
+    health = client.get("/health")
+    deadline = time.monotonic() + 60
+    while ready[-1].status == 503 and time.monotonic() < deadline:
+        time.sleep(float(ready[-1].headers.get("retry-after", 1)))
+        ready.append(client.get("/health/ready"))
+    ask = client.post_json("/ask", {"question": QUESTION})
+    first = ready[0]
+    waiting = first.json().get("waiting_for")
+    return Case(
+        "liveness and readiness from the first request of a fresh start",
+        "/health/live 200; /health/ready 503 waiting for the embedder (Retry-After) until it is loaded, "
+        "then 200; POST /ask then answered",
+        f"live {live.status}; /health {health.status}; ready {first.status} ({waiting}, Retry-After "
+        f"{first.headers.get('retry-after')}) then {ready[-1].status} after {len(ready)} asks; POST /ask {ask.brief()}",
+        live.status == 200
+        and first.status == 503
+        and waiting == "embedder"
+        and "retry-after" in first.headers
+        and ready[-1].status == 200
+        and ask.status == 200,
+        {"ready_asks": len(ready)},
+    )
+
+
+def question_lines(logs: Logs, texts: Sequence[str]) -> int:
+    """Log lines, over every server's output, that hold any of ``texts``."""
+    n = 0
+    for path in logs.files:
+        if path.is_file():
+            lines = path.read_text(errors="replace").splitlines()
+            n += sum(1 for line in lines if any(t in line or quote(t) in line or quote_plus(t) in line for t in texts))
+    return n
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
@@ -840,6 +1106,8 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
         slow: dict[str, tuple[str, float]] = {}
         with ThreadPoolExecutor(2) as pool:
             waits = {"headers": pool.submit(slow_headers, port), "body": pool.submit(slow_body, port)}
+            idle = pool.submit(idle_connection, port)
+            stuck = pool.submit(never_reads, client)
             cases.append(oversized_bodies(client, proc.pid))
             cases += [
                 unknown_ids(client),
@@ -850,12 +1118,32 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 nosniff(client),
                 forged_forwarded_for(client, thresholds.rate_limit.max_client_burst),
                 injection_phrasings(client, root),
+                smuggling(client),
+                request_targets(client),
+                conditionals(client),
+                page_edges(client, thresholds.ask.max_question_chars),
+                aborted_uploads(client, logs.files[-1]),
             ]
             slow = {k: f.result(timeout=SLOW_BOUND_S + 30) for k, f in waits.items()}
+            cases.append(idle_case(*idle.result(timeout=SLOW_BOUND_S + 30)))
+            cases.append(never_reads_case(*stuck.result(timeout=WRITE_BOUND_S + 60)))
         cases.append(slow_clients_case(slow, tally))
         cases.append(storm(client, thresholds.admission.retry_after_s, logs.files[-1]))
         cases.append(identities_http(client, proc.pid, tmp))
     return cases, {"max_client_burst": thresholds.rate_limit.max_client_burst}
+
+
+def fresh_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> list[Case]:
+    """Two fresh starts with default settings (uvicorn's and the project's access log as
+    shipped): a cold list stampede then the question page during the model's load; and
+    readiness from the first request."""
+    tree = loadtest.load_tree(root, tmp / "fresh")
+    with served(tree, logs, "cold") as (_, port):
+        client = Client(port, tally)
+        cases = [cold_stampede(client), page_recovers(client)]
+    with served(tree, logs, "ready") as (_, port):
+        cases.append(readiness(Client(port, tally)))
+    return cases
 
 
 def run(root: Path, time_limit_s: float = TIME_LIMIT_S) -> dict[str, Any]:
@@ -869,6 +1157,8 @@ def run(root: Path, time_limit_s: float = TIME_LIMIT_S) -> dict[str, Any]:
         logs.directory.mkdir()
         main_cases, _ = main_server_cases(root, tmp, logs, tally)
         cases += main_cases
+        _elapsed_check(started, time_limit_s, "the fresh starts")
+        cases += fresh_server_cases(root, tmp, logs, tally)
         cases.append(identities_case(identities_in_process()))
         for n, (name, breaker) in enumerate(BROKEN_INDEX.items()):
             _elapsed_check(started, time_limit_s, name)
@@ -893,7 +1183,8 @@ def run(root: Path, time_limit_s: float = TIME_LIMIT_S) -> dict[str, Any]:
         _elapsed_check(started, time_limit_s, "the network trace")
         cases.append(network_case(root, tmp, logs, tally))
         tracebacks = logs.tracebacks()
-    return report(cases, tally, tracebacks, round(time.monotonic() - started, 1))
+        asked = question_lines(logs, (QUESTION, MARK_QUESTION))
+    return report(cases, tally, tracebacks, round(time.monotonic() - started, 1), asked)
 
 
 def _figures(rows: Sequence[Mapping[str, Any]], prefix: str) -> Mapping[str, Any]:
@@ -906,6 +1197,7 @@ def goals(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> dict[
     body = _figures(rows, "four parallel")["growth_mib"]
     st = _figures(rows, f"{STORM_CLIENTS} concurrent")
     memory = _figures(rows, f"{IDENTITIES} unique identities")
+    cold = _figures(rows, f"cold GET / x {STORM_CLIENTS}")
     # The server's own time to shed (its access log); the client's includes queueing before it.
     shed = st["server_shed_ms"]
     shed_ok = (
@@ -935,21 +1227,36 @@ def goals(rows: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> dict[
             "value": {"buckets": memory["buckets"], "bytes": memory["bytes"]},
             "met": memory["buckets"] <= memory["max_buckets"] and memory["bytes"] <= memory["ceiling_bytes"],
         },
+        "cold_list_stampede": {
+            "target": {"page_s": GOAL_COLD_PAGE_S, "health_ms": GOAL_COLD_HEALTH_MS},
+            "value": {"page_s": cold["slowest_page_s"], "health_ms": cold["slowest_health_ms"]},
+            "met": cold["slowest_page_s"] <= GOAL_COLD_PAGE_S
+            and cold["slowest_health_ms"] is not None
+            and cold["slowest_health_ms"] <= GOAL_COLD_HEALTH_MS,
+        },
+        "question_text_in_logs": {
+            "target": 0,
+            "value": totals["question_lines"],
+            "met": totals["question_lines"] == 0,
+        },
     }
 
 
-def totals_of(statuses: Mapping[str, int], tracebacks: Mapping[str, int]) -> dict[str, Any]:
+def totals_of(statuses: Mapping[str, int], tracebacks: Mapping[str, int], question_lines: int = 0) -> dict[str, Any]:
     return {
         "responses": sum(statuses.values()),
         "statuses": dict(sorted(statuses.items())),
         "status_500": statuses.get("500", 0),
         "tracebacks": sum(tracebacks.values()),
         "servers": len(tracebacks),
+        "question_lines": question_lines,
     }
 
 
-def report(cases: Sequence[Case], tally: Tally, tracebacks: Mapping[str, int], wall_s: float) -> dict[str, Any]:
-    totals = totals_of(tally.statuses, tracebacks)
+def report(
+    cases: Sequence[Case], tally: Tally, tracebacks: Mapping[str, int], wall_s: float, question_lines: int = 0
+) -> dict[str, Any]:
+    totals = totals_of(tally.statuses, tracebacks, question_lines)
     rows = [c.as_dict() for c in cases]
     return {
         "meta": {
@@ -980,6 +1287,7 @@ def render(report: Mapping[str, Any]) -> str:
     client = shed["client_ms"] or {"p50": None, "p99": None, "max": None}
     wait = shed["queue_wait_ms"] or {"p50": None, "p99": None, "max": None}
     mem = g["buckets_after_100k_identities"]
+    cold = g["cold_list_stampede"]
     passed = sum(1 for c in report["cases"] if c["passed"])
     lines = [
         f"`{meta['command']}`: {meta['cpu_count']} CPUs, Python {meta['python']}, {meta['date']}, "
@@ -1003,6 +1311,11 @@ def render(report: Mapping[str, Any]) -> str:
         f"| bucket table after {IDENTITIES} unique identities (in process) | {mem['value']['buckets']} buckets, "
         f"{mem['value']['bytes'] / 1e6:.1f} MB (bound {mem['target']['buckets']}, "
         f"{mem['target']['bytes'] / 1e6:g} MB) | {_met(mem['met'])} |",
+        f"| cold `GET /` x {STORM_CLIENTS} at once: slowest page <= {GOAL_COLD_PAGE_S:g} s, slowest `/health` "
+        f"<= {GOAL_COLD_HEALTH_MS:g} ms | {cold['value']['page_s']} s, {cold['value']['health_ms']} ms "
+        f"| {_met(cold['met'])} |",
+        f"| log lines holding a question the probe asked (`GET /ask?q=`, `POST /ask`), every server "
+        f"| {g['question_text_in_logs']['value']} | {_met(g['question_text_in_logs']['met'])} |",
         "",
         "| case | expected | observed | as expected |",
         "|---|---|---|---|",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
-from tools import container, injection, observability_load, probe, request_cpu, startup
+from tools import container, injection, observability_load, probe, redbot_lint, request_cpu, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
 
@@ -241,6 +241,13 @@ def probe_table(root: Path) -> str:
     return probe.render(json.loads(path.read_text()))
 
 
+def redbot_table(root: Path) -> str:
+    path = Paths(root).result(redbot_lint.REPORT)
+    if not path.is_file():
+        return "No REDbot run is committed yet (`make http-lint` writes `eval/results/redbot.json`).\n"
+    return redbot_lint.render(json.loads(path.read_text()))
+
+
 def injection_table(root: Path) -> str:
     return injection.render(_load(root, injection.REPORT))
 
@@ -288,6 +295,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "observability": observability_table,
     "injection": injection_table,
     "probe": probe_table,
+    "redbot": redbot_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
 }

@@ -85,7 +85,9 @@ _YOU_WERE_TOLD = (
     r"(?:you\s*(?:were|was|have\s*been|'ve\s*been|ve\s*been|had\s*been|got|are)\s*"
     r"(?:told|taught|instructed|programmed|given|trained|asked))"
 )
-_YOU_ARE = r"(?:you\s*(?:are|'re|re|r)|ur|you'?ll\s*be|you\s*will\s*be)"
+# Each spelling ends at a word boundary: "ur" is "you're" only as a word of its own, never the
+# start of URL, URI or URN (nor "you r" the start of "your").
+_YOU_ARE = r"(?:you\s*(?:are|'re|re|r)|ur|you'?ll\s*be|you\s*will\s*be)\b"
 _PERSONA = (
     r"(?:ai|assistant|chatbot|bot|language\s*model|llm|gpt|chatgpt|dan|unrestricted|unfiltered|uncensored|"
     r"jailbroken|evil|linux\s*terminal|root\s*shell|grandma|grandmother|hacker|developer\s*mode|"

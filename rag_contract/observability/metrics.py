@@ -15,11 +15,14 @@ multiprocess form); it is 0 under a version the process no longer serves.
 
 from __future__ import annotations
 
+import socket
+import sys
 import threading
+from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app, multiprocess
 
 from rag_contract.observability.request import ABANDONED, NO_STATE, RequestFacts
 
@@ -128,12 +131,61 @@ def own_registry() -> CollectorRegistry:
     return CollectorRegistry()
 
 
+# The metrics port is for a scraper, not the public: a connection gets this long to send its
+# request and to read each part of the reply, and only so many are served at once.
+METRICS_TIMEOUT_S = 5.0
+METRICS_MAX_CONNECTIONS = 16
+
+
+class _TimedHandler(WSGIRequestHandler):
+    timeout = METRICS_TIMEOUT_S  # set on the socket: every read and write of the connection
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        """Nothing per request (a scrape every few seconds)."""
+
+
+class _BoundedServer(ThreadingMixIn, WSGIServer):
+    """A thread per connection, at most ``METRICS_MAX_CONNECTIONS`` at once (more are closed at
+    once), each ended by ``METRICS_TIMEOUT_S`` of silence; a client's timeout or reset is its own
+    end, not an error to print."""
+
+    daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(METRICS_MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):  # TimeoutError, ConnectionError
+            super().handle_error(request, client_address)
+
+
 def serve_metrics(
     host: str, port: int, registry: CollectorRegistry | None = None
 ) -> tuple[WSGIServer, threading.Thread]:
     """Serve ``registry`` (one process's own), or with None every process's metrics (the
-    multiprocess directory), on ``host:port``, in a thread."""
+    multiprocess directory), on ``host:port``, in a thread: prometheus_client's exposition,
+    with a timeout on every connection and a bound on how many are served at once
+    (``_BoundedServer``)."""
     if registry is None:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-    return start_http_server(port, addr=host, registry=registry)
+    server_class = type(
+        "_Server", (_BoundedServer,), {"address_family": socket.AF_INET6 if ":" in host else socket.AF_INET}
+    )
+    server: WSGIServer = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_TimedHandler)
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
+    return server, thread

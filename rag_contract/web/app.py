@@ -4,6 +4,12 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 
 - ``GET /health``: the served index version (or null), freshness and what changed (from the
   status callable), the load error when no index is served. 200 serving, 503 not serving.
+- ``GET /health/live``: 200 while the process answers at all (liveness: nothing is checked).
+- ``GET /health/ready``: 200 when a request would be answered in full (readiness): an index is
+  served and the model that embeds free-text questions is in memory. While it loads, 503
+  ``waiting_for: embedder`` with ``Retry-After``; the first such request starts the load, so
+  an orchestrator's readiness probe warms the process before it is sent traffic. 503
+  ``waiting_for: index`` while no index is served.
 - ``GET /questions``: the fixed question set (id, question, answerable).
 - ``GET /answer/{id}``: ``Service.answer`` for a fixed question (recorded drafts). Status
   from the outcome: grounded/partial/unsupported 200, no_context 503, abandoned 503, and
@@ -22,7 +28,8 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 - ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
   JSON when the client prefers ``application/json``.
 - ``GET /`` and ``GET /q/{id}``: the question list and one answer as HTML, same statuses.
-  The list's states are computed once per installed index (``Listing``).
+  The list's states are computed once per installed index, by one build at a time on a
+  thread of its own that every concurrent request awaits (``Listing``).
 - ``GET /static/site.css``: the one stylesheet. Nothing is loaded from another host.
 
 Section URLs: a section id holds ``#`` ("rfc9110#9.2.1"), which a URL would read as a
@@ -31,11 +38,16 @@ form ``/section/rfc9110%239.2.1`` is accepted too. ``section_href`` makes the li
 
 Validators (``validators.py``; RFC 9110 sections 8.8 and 13, RFC 9111 section 5.2.2.4): every
 2xx of ``/answer/{id}``, ``/q/{id}``, ``/questions``, ``/section/...`` and ``/`` carries an
-``ETag`` and ``Cache-Control: no-cache``, and a matching ``If-None-Match`` is a 304 carrying
-the same fields. ``/answer`` and ``/q`` tags are weak (responses differ only in the budget)
-and come from ``FixedAnswers``, which keeps each fixed answer per Index object, so a
-revalidation or a repeat does no answering work; the others are strong. ``/section`` sends
-``Vary: Accept``. A 404 or 503 ignores the field (section 13.2.1) and carries no tag.
+``ETag`` and ``Cache-Control: no-cache``; an ``If-Match`` that names no current representation
+(strong comparison) is a 412, and a matching ``If-None-Match`` is a 304 carrying the same
+fields; a field sent on several lines is read as one list. ``/answer`` and ``/q`` tags are
+weak (responses differ only in the budget) and come from ``FixedAnswers``, which keeps each
+fixed answer per Index object, so a revalidation or a repeat does no answering work; the
+others are strong. ``/section`` sends ``Vary: Accept``. A 404 or 503 ignores the fields
+(section 13.2.1) and carries no tag. Pages also say ``Referrer-Policy: no-referrer`` (a page's
+URL can hold a question), and a question too long for ``GET /ask?q=`` is 414. ``/health``,
+``/health/live``, ``/health/ready`` and ``GET /ask`` are ``Cache-Control: no-store``: a status
+of this instant, or a page holding the question asked, is for no cache to keep.
 
 Every JSON response carries ``X-Content-Type-Options: nosniff``, and an id echoed in a 404
 is cut to ``ECHO_MAX_CHARS`` characters: a reply never grows with what the client sent. A stray
@@ -58,13 +70,16 @@ plain functions. The handlers are module-level endpoints that read their depende
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import jinja2
@@ -94,16 +109,17 @@ from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.observability.observer import Observer
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
-from rag_contract.web.bounded_body import BodyTimeout, BodyTooLarge, read_bounded
+from rag_contract.web.bounded_body import BodyAborted, BodyTimeout, BodyTooLarge, read_bounded
 from rag_contract.web.direct_route import DirectRoute
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.slash_redirect import relative_slash_redirects
 from rag_contract.web.slow_clients import BODY_TIMEOUT_S
-from rag_contract.web.validators import CACHE_CONTROL, entity_tag, not_modified
+from rag_contract.web.validators import CACHE_CONTROL, conditional_status, entity_tag
 
 TEMPLATES = Path(__file__).parent / "templates"
+T = TypeVar("T")
 VERSION_HEADER = "X-Index-Version"
 
 # Pages load nothing from anywhere but this origin; the browser is told so as well.
@@ -113,8 +129,14 @@ _PAGE_HEADERS = {
         "form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
+    # A page's URL can hold a question (/ask?q=...): no link or form sends it on as a Referer.
+    "Referrer-Policy": "no-referrer",
 }
 _JSON_HEADERS = {"X-Content-Type-Options": "nosniff"}
+# What no cache may keep at all (RFC 9111 section 5.2.2.5): the process's state at this instant
+# (health), and pages that hold the question someone typed (GET /ask?q=), which a shared cache
+# would otherwise store under a URL anyone could ask for.
+_NO_STORE = {"Cache-Control": "no-store"}
 ECHO_MAX_CHARS = 80
 
 
@@ -190,27 +212,59 @@ def state_of(outcome: Outcome) -> str:
 
 
 class Listing:
-    """The question list's outcomes, computed once per installed index object.
+    """The question list's outcomes, computed once per installed index object, by one build
+    at a time on a thread of its own.
 
-    Listing runs every fixed question (~0.5 s for 60). Per request, that would let one
-    client claim far more of the process than the rate limit assumes (about one deadline
-    per request). Outcomes are reused while the registry holds the very Index object they
-    were computed on and every one is an Answer from it; anything else (no index, an
-    abandoned or undraftable question, a cutover during the listing) is recomputed on the
-    next request. Recorded drafts are build artefacts: replacing them means a restart.
+    Listing runs every fixed question on the index acquired (``compute(index)``; ~0.7 s of CPU
+    cold). Per request, that would let one client claim far more of the process than the rate
+    limit assumes (about one deadline per request).
+    Outcomes are reused while the registry holds the very Index object they were computed on
+    and every one is an Answer from it; anything else (no index, an abandoned or undraftable
+    question, a cutover during the listing) is recomputed on a later request. Recorded drafts
+    are build artefacts: replacing them means a restart.
+
+    Single flight: while a build for an index is running, every request for that index awaits
+    the same build (holding no thread) instead of starting its own. Builds run on
+    ``executor`` (by default one thread of the listing's own), never on the pool ``/health``
+    and ``POST /ask`` use: a cold ``GET /`` stampede costs one build, and the rest of the
+    service keeps its threads.
     """
 
-    def __init__(self, registry: Registry, compute: Callable[[], list]):
+    def __init__(self, registry: Registry, compute: Callable[[Any], list], executor: Executor | None = None):
         self._registry = registry
         self._compute = compute
+        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="listing")
         self._entry: tuple[Any, list] | None = None
+        self._flight: tuple[Any, Future[list]] | None = None  # (index, its build), while it runs
+        self._lock = threading.Lock()
+        self._rendered: tuple[list, Any] | None = None
 
-    def get(self) -> list:
+    async def get(self) -> list:
         index = self._registry.acquire()
         entry = self._entry
         if index is not None and entry is not None and entry[0] is index:
             return entry[1]
-        rows = self._compute()
+        with self._lock:
+            flight = self._flight
+            if flight is None or flight[0] is not index or flight[1].done():
+                flight = (index, self._executor.submit(self._build, index))
+                self._flight = flight
+        # A concurrent future: any event loop may await it, and a waiter that goes away
+        # (a client that disconnects) cancels only its own wait, never the build.
+        return await asyncio.shield(asyncio.wrap_future(flight[1]))
+
+    def rendered(self, rows: list, render: Callable[[list], T]) -> T:
+        """``render(rows)``, kept for the last ``rows`` object rendered: every request served the
+        same list (one build's waiters, or the kept entry) shares one rendering."""
+        kept = self._rendered
+        if kept is not None and kept[0] is rows:
+            return kept[1]
+        made = render(rows)
+        self._rendered = (rows, made)
+        return made
+
+    def _build(self, index: Any) -> list:
+        rows = self._compute(index)
         complete = all(isinstance(o, Answer) and o.index_version == getattr(index, "version", None) for _, o in rows)
         if index is not None and complete and self._registry.acquire() is index:
             self._entry = (index, rows)  # one rebinding: readers see the old entry or the new
@@ -354,12 +408,21 @@ def _headers(version: str | None, extra: Mapping[str, str] | None = None) -> dic
 
 
 def _validated(request: Request, tag: str, version: str | None, extra: Mapping[str, str] | None = None):
-    """(headers, 304 or None): the validator headers every 2xx of a route carries, and the
-    304 when ``If-None-Match`` is false for ``tag`` (RFC 9110 sections 13.2.2, 15.4.5)."""
+    """(headers, 412, 304 or None): the validator headers every 2xx of a route carries, and the
+    412 when ``If-Match`` is false for ``tag``, else the 304 when ``If-None-Match`` is (RFC 9110
+    sections 13.2.2, 15.4.5, 15.5.13)."""
     headers = _headers(version, {"ETag": tag, **(extra or {})})
-    if not_modified(request.headers.get("if-none-match"), tag):
+    status = conditional_status(_field(request.scope, b"if-match"), _field(request.scope, b"if-none-match"), tag)
+    if status == 412:
+        return headers, _precondition_failed()
+    if status == 304:
         return headers, Response(status_code=304, headers=headers)
     return headers, None
+
+
+def _precondition_failed() -> JSONResponse:
+    detail = "If-Match names no current representation of this resource (weak tags never match it)"
+    return _json({"error": "precondition_failed", "detail": detail}, 412)
 
 
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
@@ -375,12 +438,11 @@ def _validator_fields(version: str | None, tag: str) -> list[tuple[bytes, bytes]
     return fields
 
 
-def _first_field(scope: Mapping[str, Any], name: bytes) -> str | None:
-    """The first value of header field ``name`` (lower-case), as ``request.headers.get`` reads it."""
-    for key, value in scope["headers"]:
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
+def _field(scope: Mapping[str, Any], name: bytes) -> str | None:
+    """Header field ``name`` (lower-case), its lines joined with ", " as one list (RFC 9110
+    section 5.3), or None when absent."""
+    lines = [value.decode("latin-1") for key, value in scope["headers"] if key.lower() == name]
+    return ", ".join(lines) if lines else None
 
 
 def presentation_fingerprint(templates: Path, max_question_chars: int) -> str:
@@ -447,6 +509,7 @@ class WebState:
     questions_tag: str
     admission: Admission  # free-text answers in flight and queued (POST /ask, GET /ask?q=)
     body_timeout_s: float  # POST /ask: the whole body within this, else 408 (slow_clients.py)
+    ask_ready: Callable[[Index], object]  # GET /health/ready: raises EmbedderLoading while it loads
 
 
 def _web(request: Request) -> WebState:
@@ -461,7 +524,16 @@ def _page(
     headers: Mapping[str, str] | None = None,
     **context: Any,
 ) -> HTMLResponse:
-    html = web.templates.get_template(name).render(max_chars=web.max_question_chars, **context)
+    return _html(_render(web, name, **context), status_code, version, headers)
+
+
+def _render(web: WebState, name: str, **context: Any) -> str:
+    return web.templates.get_template(name).render(max_chars=web.max_question_chars, **context)
+
+
+def _html(
+    html: str, status_code: int, version: str | None = None, headers: Mapping[str, str] | None = None
+) -> HTMLResponse:
     return HTMLResponse(html, status_code=status_code, headers={**_PAGE_HEADERS, **_headers(version, headers)})
 
 
@@ -469,12 +541,39 @@ def _not_found_page(web: WebState, what: str, key: str) -> HTMLResponse:
     return _page(web, "not_found.html", 404, what=what, key=echoed(key))
 
 
-def answer_all(service: Service, questions: QuestionSet) -> list[tuple[Question, Outcome]]:
-    """Every fixed question with its outcome, in question-set order (what ``Listing`` caches)."""
-    return [(q, run_answer(service, q.question, q.id)) for q in questions.questions]
+def answer_all(
+    fixed: FixedAnswers[Outcome], questions: QuestionSet, index: Index | None
+) -> list[tuple[Question, Outcome]]:
+    """Every fixed question with its outcome on ``index``, in question-set order (what ``Listing``
+    keeps). Each goes through the fixed-answer memo: a verdict reached once, by a list or by
+    ``/answer``, is reused, so a list some of whose rows failed (abandoned under load) is
+    completed by the next build rather than computed again whole."""
+    return [(q, _outcome_of(fixed.serve(index, q))) for q in questions.questions]
+
+
+def _outcome_of(served: Served | Outcome) -> Outcome:
+    return served.entity.answer if isinstance(served, Served) else served
 
 
 # --- endpoints: each reads app.state.web, asks the core, and translates the outcome ------
+
+
+async def get_live(request: Request) -> Response:
+    return _json({"live": True}, 200, extra=_NO_STORE)
+
+
+async def get_ready(request: Request) -> Response:
+    web = _web(request)
+    index = web.registry.acquire()
+    if index is None:
+        detail = web.registry.load_error or "no index is installed"
+        return _json({"ready": False, "waiting_for": "index", "detail": detail}, 503, extra=_NO_STORE)
+    try:
+        web.ask_ready(index)
+    except EmbedderLoading as exc:
+        body = {"ready": False, "waiting_for": "embedder", "detail": str(exc)}
+        return _json(body, 503, extra=_retry_after(exc.retry_after_s) | _NO_STORE)
+    return _json({"ready": True, "index_version": index.version}, 200, index.version, _NO_STORE)
 
 
 async def get_health(request: Request) -> Response:
@@ -482,7 +581,7 @@ async def get_health(request: Request) -> Response:
     index = web.registry.acquire()
     on_disk = await run_in_threadpool(web.status)
     h = health(index.version if index else None, web.registry.load_error, on_disk)
-    return _json(h.body, h.http_status)
+    return _json(h.body, h.http_status, extra=_NO_STORE)
 
 
 def questions_body(questions: QuestionSet) -> bytes:
@@ -493,8 +592,8 @@ def questions_body(questions: QuestionSet) -> bytes:
 async def get_questions(request: Request) -> Response:
     web = _web(request)
     # Strong: the body is fixed for the life of the process, byte for byte.
-    headers, not_modified_reply = _validated(request, web.questions_tag, None)
-    return not_modified_reply or Response(
+    headers, conditional_reply = _validated(request, web.questions_tag, None)
+    return conditional_reply or Response(
         web.questions_body, media_type="application/json", headers={**_JSON_HEADERS, **headers}
     )
 
@@ -525,7 +624,11 @@ class FixedAnswerEndpoint:
         note(scope, entity.answer, served.budget)
         # The fields _validated and _json would give, in their order, written as ASGI pairs at once.
         fields = _validator_fields(entity.answer.index_version, entity.etag)
-        if not_modified(_first_field(scope, b"if-none-match"), entity.etag):
+        status = conditional_status(_field(scope, b"if-match"), _field(scope, b"if-none-match"), entity.etag)
+        if status == 412:
+            await _precondition_failed()(scope, receive, send)
+            return
+        if status == 304:
             await send({"type": "http.response.start", "status": 304, "headers": fields})
             await send({"type": "http.response.body", "body": b""})
             return
@@ -551,10 +654,13 @@ async def post_ask(request: Request) -> Response:
             raise body_too_large(exc.size, max_chars, exc.how) from None
         except BodyTimeout as exc:
             raise AskRejected(408, "body_timeout", str(exc)) from None
+        except BodyAborted as exc:
+            # No one is left to read this (the server drops it); it only keeps the log clean.
+            raise AskRejected(400, "body_aborted", str(exc)) from None
         question = read_question(body, max_chars)
     except AskRejected as exc:
         # The rest of a refused body is never read: close rather than drain it for keep-alive.
-        close = {"Connection": "close"} if exc.status in (408, 413, 415) else None
+        close = {"Connection": "close"} if exc.status in (408, 413, 415) or exc.reason == "body_aborted" else None
         return _json(exc.as_dict(), exc.status, extra=close)
     try:
         async with web.admission.slot():
@@ -567,7 +673,14 @@ async def post_ask(request: Request) -> Response:
 
 async def get_ask_page(request: Request) -> Response:
     """The front page's question box: a plain GET form (answering is safe and repeatable, so a
-    person can bookmark or share the answer), screened and answered exactly as ``POST /ask``."""
+    person can bookmark or share the answer), screened and answered exactly as ``POST /ask``.
+    No cache may store it (``_NO_STORE``): it holds the question asked."""
+    response = await _ask_page(request)
+    response.headers.update(_NO_STORE)
+    return response
+
+
+async def _ask_page(request: Request) -> Response:
     web = _web(request)
     raw = request.query_params.get("q")
     if raw is None:
@@ -576,7 +689,9 @@ async def get_ask_page(request: Request) -> Response:
         question = validate_question({"question": raw}, web.max_question_chars)
     except AskRejected as exc:
         # The box is refilled with what was asked, up to the limit: a page never grows with the URL.
-        return _page(web, "ask.html", exc.status, asked=raw[: web.max_question_chars], error=exc.as_dict())
+        # Here the question is the target: too long is 414 URI Too Long (RFC 9110 section 15.5.15).
+        status = 414 if exc.status == 413 else exc.status
+        return _page(web, "ask.html", status, asked=raw[: web.max_question_chars], error=exc.as_dict())
     try:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
@@ -607,28 +722,51 @@ async def get_section(request: Request) -> Response:
     kind = "json" if as_json else "html"
     assert reply.index_version is not None  # a 200 carries the acquired index's version
     tag = entity_tag(["section", kind, web.presentation, reply.index_version, section_id], weak=False)
-    headers, not_modified_reply = _validated(request, tag, reply.index_version, vary)
-    if not_modified_reply:
-        return not_modified_reply
+    headers, conditional_reply = _validated(request, tag, reply.index_version, vary)
+    if conditional_reply:
+        return conditional_reply
     if as_json:
         return _json(reply.body, 200, extra=headers)
     return _page(web, "section.html", 200, headers=headers, section=reply.body)
 
 
-async def get_index_page(request: Request) -> Response:
-    web = _web(request)
-    view = listing_page(await run_in_threadpool(web.listing.get))
+@dataclass(frozen=True)
+class RenderedListing:
+    """The question list page for one list of outcomes: status, strong tag (200 only), HTML."""
+
+    http_status: int
+    tag: str | None
+    html: str
+
+
+def render_listing(web: WebState, rows: list) -> RenderedListing:
+    view = listing_page(rows)
+    html = _render(web, "index.html", rows=view.rows, versions=view.versions)
     if view.http_status != 200:
-        return _page(web, "index.html", view.http_status, rows=view.rows, versions=view.versions)
+        return RenderedListing(view.http_status, None, html)
     # Strong: the page is a function of its rows, the versions and the presentation.
     tag = entity_tag(["listing", web.presentation, encode({"rows": view.rows, "v": view.versions})], weak=False)
-    headers, not_modified_reply = _validated(request, tag, None)
-    return not_modified_reply or _page(web, "index.html", 200, headers=headers, rows=view.rows, versions=view.versions)
+    return RenderedListing(200, tag, html)
+
+
+async def get_index_page(request: Request) -> Response:
+    web = _web(request)
+    rows = await web.listing.get()
+    # Rendered once per list: the requests that awaited one build share its page too.
+    page = web.listing.rendered(rows, functools.partial(render_listing, web))
+    if page.tag is None:
+        return _html(page.html, page.http_status)
+    headers, conditional_reply = _validated(request, page.tag, None)
+    return conditional_reply or _html(page.html, 200, headers=headers)
 
 
 def _outcome_page(web: WebState, outcome: Outcome, **context: Any) -> HTMLResponse:
     """The question page for an answer that is not served from the memo (a free-text answer, or
-    a fixed one that failed), with the retry advice its status carries."""
+    a fixed one that failed), with the retry advice its status carries. While the model loads
+    the page also asks again by itself after ``Retry-After`` (a refresh, which needs no script
+    under the pages' CSP): the reader gets the answer without doing anything."""
+    loading = isinstance(outcome, ServiceFailed) and outcome.error == "embedder_loading"
+    refresh_s = outcome.retry_after_s if isinstance(outcome, ServiceFailed) and loading else None
     return _page(
         web,
         "question.html",
@@ -637,6 +775,7 @@ def _outcome_page(web: WebState, outcome: Outcome, **context: Any) -> HTMLRespon
         headers=_retry(web, outcome),
         a=outcome.as_dict(),
         state=state_of(outcome),
+        refresh_s=refresh_s,
         **context,
     )
 
@@ -656,8 +795,8 @@ async def get_question_page(request: Request) -> Response:
     note(request.scope, answer, served.budget)
     # Weak, as the answer's: the page shows the budget of the request that rendered it.
     tag = entity_tag(["page", served.entity.etag, web.presentation, str(q.answerable)], weak=True)
-    headers, not_modified_reply = _validated(request, tag, answer.index_version)
-    return not_modified_reply or _page(
+    headers, conditional_reply = _validated(request, tag, answer.index_version)
+    return conditional_reply or _page(
         web,
         "question.html",
         answer.http_status,
@@ -669,7 +808,8 @@ async def get_question_page(request: Request) -> Response:
 
 
 async def get_css(request: Request) -> Response:
-    return Response(_web(request).css, media_type="text/css", headers={"Cache-Control": "public, max-age=300"})
+    headers = {"Cache-Control": "max-age=300", **_JSON_HEADERS}  # nosniff: a stylesheet only as text/css
+    return Response(_web(request).css, media_type="text/css", headers=headers)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -696,6 +836,8 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
 ANSWER_ROUTE = Route("/answer/{qid}", FixedAnswerEndpoint(), methods=["GET"])
 ROUTES = (
     Route("/health", get_health),
+    Route("/health/live", get_live),
+    Route("/health/ready", get_ready),
     Route("/questions", get_questions),
     ANSWER_ROUTE,
     Route("/ask", post_ask, methods=["POST"]),
@@ -719,6 +861,7 @@ def create_app(
     rate_store: BucketStore,
     warmup: Callable[[], object] | None = None,
     observer: Observer | None = None,
+    ask_ready: Callable[[Index], object] | None = None,
 ) -> Starlette:
     """The served contract over explicit dependencies.
 
@@ -730,6 +873,8 @@ def create_app(
     ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup (what it
     returns is unused). ``observer`` (optional, ``observability.build_observer``) hears every
     request after its response, the limiter's refusals included: it wraps the limiter.
+    ``ask_ready`` (optional; default: always ready) is what ``/health/ready`` asks of the
+    served index: it raises ``EmbedderLoading`` while free text cannot be embedded yet.
     """
     rl = thresholds.rate_limit
     qbody = questions_body(questions)
@@ -748,6 +893,9 @@ def create_app(
     )
     relative_slash_redirects(app.router)  # 307 Location from the path, never the Host header
     app.state.observer = observer
+    fixed: FixedAnswers[Outcome] = FixedAnswers(
+        functools.partial(run_fixed, fixture_service), thresholds.budget.request_deadline_ms, fixture_service.clock
+    )
     app.state.web = WebState(
         registry=registry,
         fixture_service=fixture_service,
@@ -756,19 +904,16 @@ def create_app(
         by_id={q.id: q for q in questions.questions},
         max_question_chars=thresholds.ask.max_question_chars,
         status=status,
-        listing=Listing(registry, functools.partial(answer_all, fixture_service, questions)),
+        listing=Listing(registry, functools.partial(answer_all, fixed, questions)),
         templates=_templates(),
         css=(TEMPLATES / "site.css").read_text(encoding="utf-8"),
         warmup=warmup,
-        fixed=FixedAnswers(
-            functools.partial(run_fixed, fixture_service),
-            thresholds.budget.request_deadline_ms,
-            fixture_service.clock,
-        ),
+        fixed=fixed,
         presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars),
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
         admission=Admission(AdmissionLimits(**dataclasses.asdict(thresholds.admission))),
         body_timeout_s=BODY_TIMEOUT_S,
+        ask_ready=ask_ready or (lambda index: None),
     )
     return app

@@ -13,12 +13,15 @@ size. A malformed ``Content-Length`` is left to the server (uvicorn refuses it);
 reaches here unparsed is ignored and the streaming check still holds. With ``timeout_s``, a
 body that has not all arrived in that time raises ``BodyTimeout`` (a client that sends its
 headers and then nothing, or a byte a minute, holds the connection no longer than that).
+A client that goes away before its body has all arrived (it disconnects, or its chunked framing
+is malformed and the server closes the connection) raises ``BodyAborted``: an expected end of
+a request, for the caller to answer without a traceback.
 """
 
 from __future__ import annotations
 
 import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 
 class BodyTooLarge(Exception):
@@ -47,9 +50,18 @@ class BodyTimeout(Exception):
         self.received = received
 
 
+class BodyAborted(Exception):
+    """The client went away before the whole body arrived (``received`` bytes had)."""
+
+    def __init__(self, received: int):
+        super().__init__(f"the client went away before its body arrived ({received} bytes received)")
+        self.received = received
+
+
 async def read_bounded(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
     """The body, or ``BodyTooLarge`` once it is known to exceed ``limit`` bytes, or
-    ``BodyTimeout`` when it has not all arrived within ``timeout_s`` (None: no deadline)."""
+    ``BodyTimeout`` when it has not all arrived within ``timeout_s`` (None: no deadline), or
+    ``BodyAborted`` when the client went away first."""
     declared = declared_length(request)
     if declared is not None and declared > limit:
         raise BodyTooLarge(declared, "declares")
@@ -62,4 +74,6 @@ async def read_bounded(request: Request, limit: int, timeout_s: float | None = N
                     raise BodyTooLarge(len(body), "has at least")
     except TimeoutError:
         raise BodyTimeout(timeout_s or 0.0, len(body)) from None
+    except ClientDisconnect:
+        raise BodyAborted(len(body)) from None
     return bytes(body)

@@ -236,6 +236,23 @@ def loaded_on_demand(
     return get
 
 
+def ask_readiness(embedders: EmbedderFor) -> Callable[[Index], None]:
+    """What ``/health/ready`` asks of an index: raises ``EmbedderLoading`` while the model of
+    the index's embedder loads, starting the load when nothing has (``loaded_on_demand``).
+    An embedder that cannot be made or load is not waited for: each ``/ask`` names it (503
+    ``embedder_unavailable``) while the fixed answers are served, so the process is ready."""
+
+    def ready(index: Index) -> None:
+        try:
+            embedders(index.embedder_name)
+        except EmbedderLoading:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported per request by /ask, not a readiness wait
+            logger.debug("readiness: embedder %s: %s", index.embedder_name, type(exc).__name__)
+
+    return ready
+
+
 def build_services(
     registry: Registry,
     thresholds: Thresholds,
@@ -289,6 +306,7 @@ def assemble(
         clock=rate_clock,
         rate_store=rate_store,
         observer=observer,
+        ask_ready=ask_readiness(embedders),
     )
 
 
@@ -393,8 +411,9 @@ def serve(
 
     Traces, metrics and the access log are read from the environment here
     (``observability.settings``: a malformed value stops the start, naming it) and in every
-    worker. With the access log on, uvicorn's own access line is off: it prints the path with
-    its query string, and ``GET /ask?q=...`` carries the question.
+    worker. uvicorn's own access line is always off: it prints the path with its query string,
+    and ``GET /ask?q=...`` carries the question. The project's access log
+    (``RAG_CONTRACT_ACCESS_LOG=1``) logs the route, never the query.
     """
 
     if port is None:
@@ -408,7 +427,7 @@ def serve(
         port=port,
         proxy_headers=False,
         server_header=False,
-        access_log=not settings.access_log,
+        access_log=False,  # never the question text in a log line (see above)
         http=HeaderDeadlineH11Protocol,  # a deadline on each request's headers (slow_clients.py)
     )
     with metrics_endpoint(settings, workers) as metrics_registry:

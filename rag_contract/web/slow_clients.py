@@ -1,13 +1,27 @@
-"""Bounds on how long a client may take to send a request, so a slow client cannot hold a
-connection (and the memory behind it) indefinitely, out of the rate limiter's sight.
+"""Bounds on how long a client may take to send a request or to read its response, so a slow
+client cannot hold a connection (and the memory behind it) indefinitely, out of the rate
+limiter's sight; and request heads checked before the app sees them (``framing.py``).
 
-- Headers: ``HeaderDeadlineH11Protocol`` is uvicorn's h11 protocol with one timer more. It is
-  armed when a connection opens and again when a response completes (the connection is then
-  waiting for the next request's headers); if the headers of a request have not all arrived
-  ``header_timeout_s`` later, the client is sent ``408 Request Timeout`` and the connection
-  is closed. uvicorn's own ``timeout_keep_alive`` does not cover this: it is cancelled by the
-  first byte received, so a client sending one header byte a minute was held for ever. The
-  size of the headers is bounded by h11 (``h11_max_incomplete_event_size``, 16 KiB).
+- Headers: ``HeaderDeadlineH11Protocol`` is uvicorn's h11 protocol with two timers more. The
+  first is armed when a connection opens and again when a response completes (the connection
+  is then waiting for the next request's headers); if the headers of a request have started
+  but not all arrived ``header_timeout_s`` later, the client is sent ``408 Request Timeout``
+  and the connection is closed. A connection on which nothing at all arrived in that time is
+  closed without a reply: there is no request to answer, and an unsolicited 408 on a fresh
+  connection is read by clients as the reply to a request they had not sent yet (RFC 9112
+  section 9.5 lets either side close an idle connection at any time). uvicorn's own
+  ``timeout_keep_alive`` does not cover this: it is cancelled by the first byte received, so a
+  client sending one header byte a minute was held for ever. The size of the headers is
+  bounded by h11 (``h11_max_incomplete_event_size``, 16 KiB).
+- Reading responses: the second timer is armed when the transport's write buffer passes its
+  high-water mark (the client has stopped reading: the kernel's buffers are full too) and
+  cancelled when it drains. If nothing of it was sent in the ``write_timeout_s`` since (the
+  client read nothing) the connection is aborted, its buffers dropped; a client that reads,
+  however slowly, gets the next such period. Without it, a client that pipelines requests and reads nothing
+  held its connection, and a handler blocked on the write, for as long as it liked.
+- Heads: every request h11 parses goes through ``framing.CheckedConnection`` (absolute-form
+  targets accepted; Content-Length with Transfer-Encoding, an invalid ``Host`` and a version
+  other than HTTP/1.x refused with their status, and the connection closed).
 - Body: ``read_bounded`` (``bounded_body.py``) takes a deadline for the whole body; ``POST
   /ask`` answers 408 and closes the connection when the body has not arrived within
   ``BODY_TIMEOUT_S`` of the handler starting to read it.
@@ -19,25 +33,87 @@ from __future__ import annotations
 
 import asyncio
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+import h11
+from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
+
+from rag_contract.web.framing import CheckedConnection
 
 HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 10.0
+WRITE_TIMEOUT_S = 10.0
 
 _REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+
+
+def _refusal_reply(status: int, reason: str) -> bytes:
+    body = reason.encode("ascii", "replace")
+    head = (
+        f"HTTP/1.1 {status} {STATUS_PHRASES[status].decode()}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
 
 
 class HeaderDeadlineH11Protocol(H11Protocol):
     """uvicorn's h11 protocol; a request whose headers are not complete within
     ``header_timeout_s`` of the connection opening (or of the previous response) gets 408
-    and the connection is closed."""
+    and the connection is closed (closed silently when nothing arrived); a response the
+    client has not read for ``write_timeout_s`` aborts the connection; every request head
+    passes ``framing.CheckedConnection`` (module docstring)."""
 
     header_timeout_s = HEADER_TIMEOUT_S
+    write_timeout_s = WRITE_TIMEOUT_S
     _header_deadline: asyncio.TimerHandle | None = None
+    _write_deadline: asyncio.TimerHandle | None = None
+    _heard = False  # a byte arrived since the header deadline was armed
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        size = self.config.h11_max_incomplete_event_size
+        self.conn = CheckedConnection(h11.SERVER, size if size is not None else DEFAULT_MAX_INCOMPLETE_EVENT_SIZE)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
         self._arm_header_deadline()
+
+    def data_received(self, data: bytes) -> None:
+        self._heard = self._heard or bool(data)
+        super().data_received(data)
+
+    def send_400_response(self, msg: str) -> None:
+        refused = self.conn.refused if isinstance(self.conn, CheckedConnection) else None
+        if refused is None:
+            super().send_400_response(msg)  # what h11 itself could not parse
+            return
+        self.transport.write(_refusal_reply(refused.status, refused.reason))
+        self.transport.close()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._arm_write_deadline()
+
+    def _arm_write_deadline(self) -> None:
+        pending = self.transport.get_write_buffer_size()
+        self._write_deadline = self.loop.call_later(self.write_timeout_s, self._write_overdue, pending)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_write_deadline()
+
+    def _disarm_write_deadline(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _write_overdue(self, pending: int) -> None:
+        self._write_deadline = None
+        if self.transport.get_write_buffer_size() < pending:
+            self._arm_write_deadline()  # the client is reading, if slowly: a deadline per stall
+            return
+        self.logger.info("closing a connection whose client read nothing for %g s", self.write_timeout_s)
+        self.transport.abort()  # close() would wait for the buffer to drain: for ever
 
     def on_response_complete(self) -> None:
         finished = self.cycle
@@ -48,12 +124,14 @@ class HeaderDeadlineH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_deadline()
+        self._disarm_write_deadline()
         super().connection_lost(exc)
 
     def _arm_header_deadline(self) -> None:
         self._disarm_header_deadline()
         # The cycle the timer was armed under: a new one means this request's headers arrived.
         armed_under = self.cycle
+        self._heard = bool(self.conn.trailing_data[0])  # bytes of the next request already buffered
         self._header_deadline = self.loop.call_later(self.header_timeout_s, self._headers_overdue, armed_under)
 
     def _disarm_header_deadline(self) -> None:
@@ -68,5 +146,6 @@ class HeaderDeadlineH11Protocol(H11Protocol):
             return
         if self.cycle is not None and self.cycle is not armed_under:
             return  # the headers arrived; the request is the app's now (bounded by its own rules)
-        self.transport.write(_REQUEST_TIMEOUT)
+        if self._heard:
+            self.transport.write(_REQUEST_TIMEOUT)
         self.transport.close()

@@ -15,6 +15,16 @@
   304 while the tag holds and 200 with the new representation from the first request after
   a cutover.
 
+- ``precondition_failed(if_match, current)``: True when ``If-Match`` makes the condition false
+  (section 13.1.1: the strong comparison function, so a weak tag never matches; ``*`` for any
+  current representation), i.e. the request is answered 412 (section 13.2.2, step 1), before
+  ``If-None-Match`` is looked at. A field that is not a list of tags cannot be true: 412.
+- ``conditional_status(if_match, if_none_match, current)``: both, in that order: 412, 304 or
+  None (serve the representation).
+
+A field sent on several lines is one list (RFC 9110 section 5.3): callers pass the lines
+joined with ", ".
+
 Preconditions are evaluated only where the response without them would be 2xx (section
 13.2.1): a 404 or 503 never carries a tag and ignores the field. A 304 carries the fields a
 200 would have carried among ETag, Cache-Control and Vary (section 15.4.5).
@@ -83,3 +93,26 @@ def not_modified(if_none_match: str | None, current: str) -> bool:
         return True  # a current representation exists: the caller only asks with one
     tags = listed_tags(if_none_match)
     return tags is not None and any(weak_match(t, current) for t in tags)
+
+
+def strong_match(a: str, b: str) -> bool:
+    """RFC 9110 section 8.8.3.2: equal, and neither weak."""
+    return a == b and not a.startswith("W/")
+
+
+def precondition_failed(if_match: str | None, current: str) -> bool:
+    """True when ``If-Match`` evaluates false for the current tag (answer 412)."""
+    if if_match is None or if_match.strip() == "*":
+        return False  # no condition, or any current representation: the caller only asks with one
+    tags = listed_tags(if_match)
+    return tags is None or not any(strong_match(t, current) for t in tags)
+
+
+def conditional_status(if_match: str | None, if_none_match: str | None, current: str) -> int | None:
+    """412, 304, or None: section 13.2.2's steps 1 and 3 for a GET or HEAD (this service has no
+    Last-Modified, so steps 2 and 4 have nothing to compare)."""
+    if precondition_failed(if_match, current):
+        return 412
+    if not_modified(if_none_match, current):
+        return 304
+    return None

@@ -8,8 +8,11 @@ import dataclasses
 import datetime
 import io
 import json
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 from starlette.testclient import TestClient
@@ -170,3 +173,29 @@ def test_an_access_line_is_the_json_of_its_fields_whatever_was_kept_encoded():
     for facts in variants + variants:  # the second time from what was kept
         for trace_id in (None, "0123456789abcdef0123456789abcdef"):
             assert log.line(facts, trace_id) == reference_line(facts, trace_id)
+
+
+def test_the_metrics_port_ends_unfinished_requests_and_bounds_the_connections_it_serves(monkeypatch):
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415 - as the served path imports it: lazily
+
+    from rag_contract.observability import metrics  # noqa: PLC0415
+
+    monkeypatch.setattr(metrics._TimedHandler, "timeout", 0.5)
+    server, thread = metrics.serve_metrics("127.0.0.1", 0, CollectorRegistry())
+    port = server.server_address[1]
+    try:
+        held = [
+            socket.create_connection(("127.0.0.1", port), timeout=6) for _ in range(3 * metrics.METRICS_MAX_CONNECTIONS)
+        ]
+        started = time.monotonic()
+        for sock in held:
+            sock.sendall(b"GET /metr")  # and never the rest
+        ended = [sock.recv(100) for sock in held]  # each closed: at once past the bound, else on the timeout
+        assert ended == [b""] * len(held) and time.monotonic() - started < 5.0
+        for sock in held:
+            sock.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            assert reply.status == 200
+    finally:
+        server.shutdown()
+        server.server_close()

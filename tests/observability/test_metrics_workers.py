@@ -5,6 +5,7 @@ metrics are on their own port, not the public one (where the limiter sits)."""
 from __future__ import annotations
 
 import sys
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,21 @@ def samples(text: str, name: str) -> dict[str, float]:
     return out
 
 
+def scrape_when_counted(url: str, answers: int, refused: int, timeout_s: float = 5.0) -> tuple[int, str]:
+    """The metrics at ``url`` once ``answers`` requests to ``/answer/{qid}`` and ``refused``
+    rate-limited ones are counted: a request is counted just after its response is sent, so the
+    last one can land after the client has read its reply."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status, text = get(url)
+        counted = samples(text, "rag_contract_requests_total")
+        seen = sum(v for k, v in counted.items() if 'route="/answer/{qid}"' in k)
+        limited = samples(text, "rag_contract_refused_total").get('{reason="rate_limited"}', 0.0)
+        if (seen >= answers and limited >= refused) or time.monotonic() > deadline:
+            return status, text
+        time.sleep(0.05)
+
+
 def test_two_workers_count_every_request_once_on_a_port_of_their_own(root, tmp_path):
     metrics_port = free_port()
     env = {**server_env(), "RAG_CONTRACT_METRICS_PORT": str(metrics_port), "TMPDIR": str(tmp_path)}
@@ -52,7 +68,8 @@ def test_two_workers_count_every_request_once_on_a_port_of_their_own(root, tmp_p
         assert set(statuses) <= {200, 429} and 200 in statuses
         public = get(f"{base}/metrics")  # not on the public port: a 404 (or the limiter's 429)
         assert public[0] in (404, 429) and "rag_contract_requests_total" not in public[1]
-        status, text = get(f"http://{HOST}:{metrics_port}/metrics")
+        limited = statuses.count(429) + (public[0] == 429)
+        status, text = scrape_when_counted(f"http://{HOST}:{metrics_port}/metrics", SENT, limited)
         assert status == 200
         counted = samples(text, "rag_contract_requests_total")
         on_route = {k: v for k, v in counted.items() if 'route="/answer/{qid}"' in k}
@@ -73,7 +90,7 @@ def test_one_worker_counts_in_memory_and_writes_no_multiprocess_files(root, tmp_
 
     with running_server(serve_argv(root), tmp_path, env, tmp_path / "serve.log", 1) as (_, port):
         statuses = [get(f"http://{HOST}:{port}/answer/q11")[0] for _ in range(SENT)]
-        status, text = get(f"http://{HOST}:{metrics_port}/metrics")
+        status, text = scrape_when_counted(f"http://{HOST}:{metrics_port}/metrics", SENT, statuses.count(429))
         assert status == 200
         on_route = {k: v for k, v in samples(text, "rag_contract_requests_total").items() if "/answer/{qid}" in k}
         assert sum(on_route.values()) == SENT and 200 in statuses

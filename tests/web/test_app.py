@@ -504,4 +504,5 @@ def test_stylesheet_is_served_by_the_app(client):
     r = client.get("/static/site.css")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/css")
+    assert r.headers["x-content-type-options"] == "nosniff"  # a browser uses it as a stylesheet only as text/css
     assert "max-width" in r.text

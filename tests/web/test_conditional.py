@@ -21,7 +21,15 @@ from rag_contract.answering.deadline import BudgetReport
 from rag_contract.answering.drafting import FixtureDrafter
 from rag_contract.index.registry import Registry
 from rag_contract.web.fixed_answers import REUSED, budget_json, encode
-from rag_contract.web.validators import CACHE_CONTROL, entity_tag, listed_tags, not_modified, weak_match
+from rag_contract.web.validators import (
+    CACHE_CONTROL,
+    conditional_status,
+    entity_tag,
+    listed_tags,
+    not_modified,
+    precondition_failed,
+    weak_match,
+)
 from tests.support.apps import generous, make_app
 from tests.support.clocks import tick_clock
 
@@ -109,6 +117,20 @@ def test_if_none_match_is_false_on_a_weak_match_or_star_and_absent_means_no_cond
     assert not not_modified(None, tag)
     assert not not_modified('"other"', tag)
     assert not not_modified(tag.removeprefix("W/").rstrip('"'), tag)  # malformed: no condition
+
+
+def test_if_match_uses_the_strong_comparison_and_is_evaluated_before_if_none_match():
+    """RFC 9110 sections 13.1.1 (strong comparison, "*") and 13.2.2 (step 1 before step 3)."""
+    strong, weak = entity_tag(["x"], weak=False), entity_tag(["x"], weak=True)
+    assert not precondition_failed(strong, strong)
+    assert not precondition_failed(f'"other", {strong}', strong)
+    assert not precondition_failed("*", weak) and not precondition_failed(None, weak)
+    assert precondition_failed(weak, weak)  # a weak tag never matches strongly
+    assert precondition_failed('"other"', strong)
+    assert precondition_failed("not a tag", strong)  # cannot be true
+    assert conditional_status('"other"', strong, strong) == 412
+    assert conditional_status(strong, strong, strong) == 304
+    assert conditional_status(None, '"other"', strong) is None
 
 
 # --- GET /answer/{id} ---------------------------------------------------------------------------
@@ -219,7 +241,7 @@ def test_preconditions_are_ignored_where_the_response_would_not_be_2xx(project, 
         (empty, f"/q/{QID}", 503),
         (empty, "/section/rfc9110:13.2.2", 503),
     ):
-        r = c.get(path, headers={"if-none-match": "*"})
+        r = c.get(path, headers={"if-none-match": "*", "if-match": '"no-such-tag"'})
         assert r.status_code == status, path
         assert "etag" not in r.headers, path
         assert r.headers["cache-control"] == "no-cache", path  # a 404 is heuristically cacheable (RFC 9111 4.2.2)
@@ -232,6 +254,28 @@ def test_the_rate_limiter_decides_before_any_precondition(project, registry, dra
     tag = client.get(f"/answer/{QID}").headers["etag"]
     refused = client.get(f"/answer/{QID}", headers={"if-none-match": tag})
     assert refused.status_code == 429 and "etag" not in refused.headers
+
+
+ROUTES = (f"/answer/{QID}", f"/q/{QID}", "/questions", "/section/rfc9110:13.2.2", "/")
+
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_if_match_naming_no_current_representation_is_412(client, path):
+    # RFC 9110 section 13.1.1: the method is not performed; 15.5.13: 412.
+    tag = client.get(path).headers["etag"]
+    r = client.get(path, headers={"if-match": '"not-the-tag"'})
+    assert r.status_code == 412 and r.json()["error"] == "precondition_failed", path
+    assert client.get(path, headers={"if-match": "*"}).status_code == 200
+    matched = client.get(path, headers={"if-match": tag})
+    assert matched.status_code == (412 if tag.startswith("W/") else 200), path  # strong comparison only
+
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_if_none_match_on_two_lines_is_one_list(client, path):
+    # RFC 9110 section 5.3: field lines of one name are combined into one list, in order.
+    tag = client.get(path).headers["etag"]
+    r = client.get(path, headers=[("if-none-match", '"other"'), ("if-none-match", tag)])
+    assert r.status_code == 304, path
 
 
 # --- the other routes -----------------------------------------------------------------------------

@@ -9,9 +9,12 @@ loopback) shows the same refusal arriving before the body is sent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
+import logging
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -219,3 +222,60 @@ def test_a_path_no_route_matches_is_a_404_not_a_redirect(app, path):
     r = TestClient(app).get(path, headers={"Host": "evil.example"}, follow_redirects=False)
     assert r.status_code == 404
     assert "location" not in r.headers
+
+
+def test_a_client_that_goes_away_mid_body_is_an_expected_end_not_an_error(app):
+    messages = iter([{"type": "http.request", "body": b'{"quest', "more_body": True}, {"type": "http.disconnect"}])
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return next(messages)
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/ask",
+        "raw_path": b"/ask",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    asyncio.run(app(scope, receive, send))  # raises nothing (it raised ClientDisconnect)
+    assert sent[0]["status"] == 400 and b'"reason":"body_aborted"' in sent[1]["body"]
+
+
+@pytest.mark.parametrize(
+    "aborted",
+    [
+        b"Content-Length: 100\r\n\r\n" + b'{"quest',  # then the client closes
+        b"Transfer-Encoding: chunked\r\n\r\n" + b'5\r\n{"que\r\nzz\r\n',  # a malformed chunk
+    ],
+    ids=["disconnect", "malformed-chunk"],
+)
+def test_an_aborted_upload_leaves_no_traceback_in_the_log(app, live_server, aborted):
+    server = live_server(app)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    errors = logging.getLogger("uvicorn.error")  # does not propagate to the root (caplog)
+    errors.addHandler(handler)
+    head = b"POST /ask HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    try:
+        with socket.create_connection((server.host, server.port), timeout=5) as sock:
+            sock.sendall(head + aborted)
+            sock.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(OSError):
+                while sock.recv(4096):
+                    pass
+        time.sleep(0.5)  # the handler sees the disconnect after the socket closes
+    finally:
+        errors.removeHandler(handler)
+    assert not [r.getMessage() for r in records if r.exc_info or "Exception in ASGI" in r.getMessage()]

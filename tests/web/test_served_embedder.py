@@ -204,3 +204,49 @@ def test_free_text_shows_its_batch_wait_as_a_stage_and_answers_as_when_asked_alo
         )
         assert {**a, "budget": None} == {**b, "budget": None}
     assert list(fixed["budget"]["stages"]) == ["retrieval", "drafting", "grounding", "relevance"]
+
+
+def test_liveness_is_not_readiness_and_the_readiness_probe_starts_the_load(project, index):
+    # /health says the index is served from the start; /health/ready says whether /ask would
+    # be answered, and asking it is what starts the model loading (a warm-up before traffic).
+    fresh = LocalEmbedder()
+    with served(project, index, embedder_for(lambda name: fresh)) as client:
+        live = client.get("/health/live")
+        waiting = client.get("/health/ready")
+        health = client.get("/health")
+        deadline = time.monotonic() + 60
+        while not fresh.loaded:
+            assert time.monotonic() < deadline, "the readiness probe did not start the load"
+            time.sleep(0.05)
+        ready = client.get("/health/ready")
+        answered = client.post("/ask", json={"question": QUESTION})
+    assert live.status_code == 200 and live.json() == {"live": True}
+    assert health.status_code == 200 and health.json()["serving"] is True
+    assert waiting.status_code == 503 and waiting.json()["waiting_for"] == "embedder"
+    assert waiting.headers["retry-after"] == "1"  # RFC 9110 section 10.2.3
+    assert ready.status_code == 200 and ready.json() == {"ready": True, "index_version": index.version}
+    assert answered.status_code == 200
+
+
+def test_readiness_waits_for_an_index_and_not_for_an_embedder_that_cannot_load(project, index, wide_index):
+    with served(project, None) as client:
+        r = client.get("/health/ready")
+        assert r.status_code == 503 and r.json()["waiting_for"] == "index" and "retry-after" not in r.headers
+        assert client.get("/health/live").status_code == 200
+    with served(project, wide_index) as client:  # the OpenAI embedder without a key: /ask names it
+        assert client.get("/health/ready").status_code == 200
+
+
+def test_the_question_page_asks_again_by_itself_while_the_model_loads(project, index):
+    fresh = LocalEmbedder()
+    with served(project, index, embedder_for(lambda name: fresh)) as client:
+        page = client.get("/ask", params={"q": QUESTION})
+        deadline = time.monotonic() + 60
+        while not fresh.loaded:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        again = client.get("/ask", params={"q": QUESTION})  # what the refresh requests: the same URL
+    assert page.status_code == 503 and page.headers["retry-after"] == "1"
+    # A refresh needs no script, which the pages' CSP (default-src 'none') would block.
+    assert '<meta http-equiv="refresh" content="1">' in page.text and "asks again by itself" in page.text
+    assert again.status_code == 200 and 'http-equiv="refresh"' not in again.text

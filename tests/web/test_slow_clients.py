@@ -60,15 +60,21 @@ def slow_server(live_server):
 @pytest.mark.parametrize(
     "parts",
     [
-        (),  # connects, sends nothing
         (b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n",),  # headers never finished
         (b"G",),
     ],
-    ids=["nothing", "headers-unfinished", "one-byte"],
+    ids=["headers-unfinished", "one-byte"],
 )
 def test_a_request_whose_headers_never_finish_gets_408_within_the_bound(slow_server, parts):
     reply, seconds = _send_and_wait(slow_server.port, *parts)
     assert reply.startswith(b"HTTP/1.1 408 "), reply[:80]
+    assert BOUND_S * 0.9 <= seconds < BOUND_S + SLACK_S
+
+
+def test_a_connection_that_sends_nothing_is_closed_within_the_bound_without_a_reply(slow_server):
+    # No request began, so none is answered (RFC 9112 section 9.5: an idle connection may be closed).
+    reply, seconds = _send_and_wait(slow_server.port)
+    assert reply == b""
     assert BOUND_S * 0.9 <= seconds < BOUND_S + SLACK_S
 
 
@@ -97,3 +103,15 @@ def test_serve_runs_uvicorn_with_the_header_deadline(monkeypatch, root):
     monkeypatch.setattr(serving.uvicorn, "run", lambda app, **kw: runs.append(kw))
     serving.serve(port=0, root=root)
     assert runs and runs[0]["http"] is HeaderDeadlineH11Protocol
+
+
+@pytest.mark.parametrize("env", [{}, {"RAG_CONTRACT_ACCESS_LOG": "1"}], ids=["default", "access-log-on"])
+def test_serve_never_turns_on_uvicorns_access_line(monkeypatch, root, env):
+    # uvicorn's line prints the path with its query: GET /ask?q=<the question>.
+    monkeypatch.delenv("RAG_CONTRACT_ACCESS_LOG", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    runs: list[dict] = []
+    monkeypatch.setattr(serving.uvicorn, "run", lambda app, **kw: runs.append(kw))
+    serving.serve(port=0, root=root)
+    assert runs and runs[0]["access_log"] is False

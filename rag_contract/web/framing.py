@@ -1,0 +1,137 @@
+"""Request heads checked as RFC 9112 requires, before the app sees them (plain functions).
+
+h11 parses HTTP/1.1 framing but leaves these to the server; ``refusal(request)`` says, for a
+parsed ``h11.Request``, whether it must be refused, with what status and why:
+
+- **Content-Length with Transfer-Encoding** (RFC 9112 section 6.1): the framing is ambiguous, the
+  classic request-smuggling desync behind a proxy that trusts the other field. The server may
+  reject it and MUST close the connection after responding: 400, and the connection closed, so
+  nothing sent after the head (a second request hidden in the body) is ever read.
+- **The protocol version** (RFC 9112 section 2.3, RFC 9110 section 15.6.6): an HTTP/1 request
+  line naming another major version (``HTTP/2.0``) is 505.
+- **Host** (RFC 9112 section 3.2): exactly one ``Host`` field whose value is ``uri-host [ ":"
+  port ]`` (RFC 3986 section 3.2.2; a port of at most 65535, and a host when a port is given,
+  RFC 9110 section 4.2.1); anything else is 400. h11 already refuses a missing or repeated one.
+
+``origin_form(request)`` accepts an **absolute-form** target (RFC 9112 section 3.2.2: a server
+MUST accept it): ``GET http://host:port/health?x`` becomes ``/health?x``, with ``Host`` replaced
+by the target's authority (section 3.3: the target URI is the request-target itself). A scheme
+other than http or https, or an authority that is not a valid host, is a refusal.
+
+``CheckedConnection`` is ``h11.Connection`` with both applied to every request it parses: a
+refusal is raised as ``h11.RemoteProtocolError`` (what uvicorn answers with an error and a
+closed connection), and is kept as ``refused`` so the protocol can send its status and reason.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+import h11
+
+# reg-name = *( unreserved / pct-encoded / sub-delims ), RFC 3986 section 3.2.2.
+_REG_NAME = re.compile(rb"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*")
+_IPV_FUTURE = re.compile(rb"v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
+_PORT = re.compile(rb"[0-9]*")
+_ABSOLUTE = re.compile(rb"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://(?P<authority>[^/?#]*)(?P<rest>[^#]*)")
+MAX_PORT = 65535
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request head refused before the app: its status and a one-line reason."""
+
+    status: int
+    reason: str
+
+
+def _split_port(value: bytes) -> tuple[bytes, bytes | None]:
+    if value.startswith(b"["):
+        end = value.find(b"]")
+        if end < 0:
+            return value, None
+        host, rest = value[: end + 1], value[end + 1 :]
+        if rest.startswith(b":"):
+            return host, rest[1:]
+        return value, None  # "]" not at the end unless a port follows: not an IP-literal
+    host, sep, port = value.rpartition(b":")
+    return (host, port) if sep else (value, None)
+
+
+def valid_host(value: bytes) -> bool:
+    """``uri-host [ ":" port ]`` (RFC 9112 section 3.2, RFC 3986 section 3.2.2), with a host
+    present when a port is and a port of at most 65535."""
+    host, port = _split_port(value)
+    if port is not None and (not host or not _PORT.fullmatch(port) or (port and int(port) > MAX_PORT)):
+        return False
+    if host.startswith(b"["):
+        inner = host[1:-1] if host.endswith(b"]") else None
+        if inner is None:
+            return False
+        if _IPV_FUTURE.fullmatch(inner):
+            return True
+        try:
+            ipaddress.IPv6Address(inner.decode("ascii"))
+        except ValueError:
+            return False
+        return True
+    return _REG_NAME.fullmatch(host) is not None
+
+
+def _fields(request: h11.Request, name: bytes) -> list[bytes]:
+    return [value for key, value in request.headers if key == name]
+
+
+def refusal(request: h11.Request) -> Refusal | None:
+    """Why ``request``'s head must be refused, or None (see the module docstring)."""
+    if not request.http_version.startswith(b"1."):
+        return Refusal(505, f"HTTP/{request.http_version.decode('ascii', 'replace')} is not supported here")
+    if _fields(request, b"transfer-encoding") and _fields(request, b"content-length"):
+        return Refusal(400, "Content-Length and Transfer-Encoding together (RFC 9112 section 6.1)")
+    hosts = _fields(request, b"host")
+    if len(hosts) > 1 or (hosts and not valid_host(hosts[0])):
+        return Refusal(400, "invalid Host (RFC 9112 section 3.2)")
+    return None
+
+
+def origin_form(request: h11.Request) -> h11.Request | Refusal:
+    """``request`` with an absolute-form target rewritten to origin form and ``Host`` set from
+    it; any other request unchanged."""
+    target = request.target
+    if target.startswith(b"/") or target == b"*":
+        return request
+    m = _ABSOLUTE.fullmatch(target)
+    if m is None:
+        return Refusal(400, "invalid request target (RFC 9112 section 3.2)")
+    authority = m["authority"].rpartition(b"@")[2]
+    if m["scheme"].lower() not in (b"http", b"https") or not authority or not valid_host(authority):
+        return Refusal(400, "invalid absolute-form target (RFC 9112 section 3.2.2)")
+    rest = m["rest"]
+    path = rest if rest.startswith(b"/") else b"/" + rest
+    headers = [(k, v) for k, v in request.headers if k != b"host"]
+    return h11.Request(
+        method=request.method,
+        target=path,
+        headers=[(b"host", authority), *headers],
+        http_version=request.http_version,
+    )
+
+
+class CheckedConnection(h11.Connection):
+    """``h11.Connection`` whose requests pass ``origin_form`` and ``refusal`` (module docstring)."""
+
+    refused: Refusal | None = None
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        event = super().next_event()
+        if not isinstance(event, h11.Request):
+            return event
+        checked = origin_form(event)
+        why = checked if isinstance(checked, Refusal) else refusal(checked)
+        if why is None and isinstance(checked, h11.Request):
+            return checked
+        assert why is not None
+        self.refused = why
+        raise h11.RemoteProtocolError(why.reason, error_status_hint=why.status)

@@ -1,0 +1,145 @@
+"""Request heads as RFC 9112 requires them, on a real server on loopback (``framing.py``, in
+``HeaderDeadlineH11Protocol``): smuggling refused and the connection closed, absolute-form targets
+accepted, invalid ``Host`` values and other major versions refused; a client that never reads
+its responses is cut off after the write timeout; a connection that sends nothing is closed
+without an unsolicited 408."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import h11
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from rag_contract.web.framing import Refusal, origin_form, refusal, valid_host
+from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
+
+WRITE_BOUND_S = 1.0  # the client in this process shares the GIL with the server: room for a busy machine
+SLACK_S = 4.0
+BIG = 32 * 1024 * 1024  # far more than the kernel's buffers on both sides hold
+
+
+class FastWriteDeadline(HeaderDeadlineH11Protocol):
+    header_timeout_s = WRITE_BOUND_S
+    write_timeout_s = WRITE_BOUND_S
+
+
+async def _echo(request: Request) -> Response:
+    return PlainTextResponse(f"{request.url.path}?{request.url.query} host={request.headers.get('host')}")
+
+
+async def _big(request: Request) -> Response:
+    return Response(b"x" * BIG, media_type="application/octet-stream")
+
+
+@pytest.fixture
+def server(live_server):
+    app = Starlette(routes=[Route("/health", _echo), Route("/answer/{qid}", _echo), Route("/big", _big)])
+    return live_server(app, http=FastWriteDeadline, timeout_keep_alive=30)
+
+
+def _exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+        return out
+
+
+def _get(target: bytes, host: bytes = b"127.0.0.1", version: bytes = b"HTTP/1.1") -> bytes:
+    return b"GET " + target + b" " + version + b"\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n"
+
+
+def test_content_length_with_transfer_encoding_is_400_and_the_hidden_request_is_never_read(server):
+    # RFC 9112 section 6.1: such a message MAY be rejected and the connection MUST be closed
+    # after responding; a second request in the body would otherwise be answered (a desync).
+    hidden = b"0\r\n\r\nGET /answer/SMUGGLED HTTP/1.1\r\nHost: x\r\n\r\n"
+    head = b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n"
+    reply = _exchange(server.port, head % len(hidden) + hidden)
+    assert reply.startswith(b"HTTP/1.1 400 "), reply[:80]
+    assert b"connection: close" in reply.lower()
+    assert b"SMUGGLED" not in reply and reply.count(b"HTTP/1.1 ") == 1
+
+
+def test_an_absolute_form_target_is_accepted_and_its_authority_is_the_host(server):
+    # RFC 9112 section 3.2.2: a server MUST accept the absolute-form; section 3.3: the target
+    # URI is then the request-target itself, whatever Host says.
+    reply = _exchange(server.port, _get(b"http://127.0.0.1:%d/health?x=1" % server.port, b"other.example"))
+    assert reply.startswith(b"HTTP/1.1 200 "), reply[:80]
+    assert reply.endswith(b"/health?x=1 host=127.0.0.1:%d" % server.port)
+
+
+@pytest.mark.parametrize("target", [b"ftp://127.0.0.1/health", b"http:///health", b"http://exa mple/health", b"health"])
+def test_a_target_that_is_neither_origin_nor_absolute_form_is_400(server, target):
+    # RFC 9112 section 3.2: request-target forms; anything else is a bad request.
+    assert _exchange(server.port, _get(target)).startswith(b"HTTP/1.1 400 ")
+
+
+@pytest.mark.parametrize("host", [b"evil.example/path", b"exa mple.com", b"[::1", b":99999", b"a:b", b"[zz::1]"])
+def test_an_invalid_host_is_400(server, host):
+    # RFC 9112 section 3.2: a server MUST respond 400 to a Host field with an invalid value.
+    reply = _exchange(server.port, _get(b"/health", host))
+    assert reply.startswith(b"HTTP/1.1 400 "), (host, reply[:80])
+    assert b"connection: close" in reply.lower()
+
+
+@pytest.mark.parametrize("host", [b"example.com", b"example.com:8080", b"127.0.0.1:80", b"[::1]:80", b"localhost:"])
+def test_a_valid_host_is_served(server, host):
+    assert _exchange(server.port, _get(b"/health", host)).startswith(b"HTTP/1.1 200 ")
+
+
+def test_an_http_1_0_request_without_host_is_served(server):
+    # RFC 9112 section 3.2: Host is required of HTTP/1.1 requests; a 1.0 request may lack it.
+    assert _exchange(server.port, b"GET /health HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+
+
+def test_another_major_version_on_an_http1_request_line_is_505(server):
+    # RFC 9110 section 15.6.6 (505) and RFC 9112 section 2.3 (the version names the message's syntax).
+    reply = _exchange(server.port, _get(b"/health", version=b"HTTP/2.0"))
+    assert reply.startswith(b"HTTP/1.1 505 "), reply[:80]
+
+
+def test_host_values_by_rfc_3986_section_3_2_2():
+    assert all(valid_host(h) for h in (b"a.example", b"a.example:", b"[v1.x]:1", b"%41b", b"1.2.3.4:65535"))
+    assert not any(valid_host(h) for h in (b"1.2.3.4:65536", b"[::1]x", b"[::1]80", b"a b", b"a/b", b"a@b", b":80"))
+
+
+def test_an_origin_form_request_passes_unchanged_and_a_good_one_is_not_refused():
+    request = h11.Request(method="GET", target="/health", headers=[("Host", "a.example")])
+    assert origin_form(request) is request and refusal(request) is None
+    assert isinstance(origin_form(h11.Request(method="GET", target="mailto:x", headers=[("Host", "a")])), Refusal)
+
+
+def test_a_client_that_never_reads_is_cut_off_after_the_write_timeout(server):
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(WRITE_BOUND_S + SLACK_S)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        time.sleep(WRITE_BOUND_S + 1.5)  # reads nothing while the deadline passes
+        received = 0
+        try:
+            while chunk := sock.recv(1 << 20):
+                received += len(chunk)
+        except ConnectionResetError:
+            pass  # the abort's reset: what was buffered may be dropped with it
+    assert received < BIG  # the server gave up on it: the rest was never sent
+
+
+def test_a_client_that_reads_gets_the_whole_response(server):
+    reply = _exchange(server.port, b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 200 ") and reply.endswith(b"x" * 1000) and len(reply) > BIG
+
+
+def test_a_connection_that_sends_nothing_is_closed_without_a_408(server):
+    # RFC 9112 section 9.5: either side may close an idle connection; there is no request to answer.
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WRITE_BOUND_S + SLACK_S) as sock:
+        assert sock.recv(100) == b""
+    assert time.perf_counter() - started < WRITE_BOUND_S + SLACK_S
