@@ -36,7 +36,7 @@ from enum import StrEnum
 
 from rag_contract.text.english import Frequency
 from rag_contract.text.lexicon import STEM, Lexicon
-from rag_contract.text.words import content_words, tokens
+from rag_contract.text.words import content_words, tokens, without_references
 
 RARE_ZIPF = 2.3  # below this, a word is a name English barely uses ("jwt" 2.0, "nginx" 2.2, "backend" 2.9)
 
@@ -276,7 +276,9 @@ _MID_CAPITAL = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+\b")
 
 
 def has_instance(answer_type: AnswerType, text: str, choices: Sequence[str] = ()) -> bool:
-    """Does ``text`` hold an instance of ``answer_type``?"""
+    """Does ``text`` hold an instance of ``answer_type``? Section references ("see Section
+    5.2.2", "RFC 9111") are no instance of anything."""
+    text = without_references(text)
     if answer_type is AnswerType.NUMBER:
         return bool(_NUMERAL.search(text)) or any(t.lower() in _NUMBER_WORDS for t in tokens(text))
     if answer_type is AnswerType.STATUS_CODE:

@@ -313,13 +313,19 @@ def tokens(text: str) -> Iterator[str]:
     return chain.from_iterable(map(_chunk_tokens, text.split()))
 
 
-def claim_tokens(text: str) -> dict[str, None]:
-    """Distinct tokens in first-occurrence order, section references dropped (rules 2 and 3 never see them)."""
+def without_references(text: str) -> str:
+    """``text`` normalised, with its section references ("Section 4.2.1", "RFC 9111", "[HTTP]")
+    blanked: a claim naming its source asserts nothing about the protocol by it."""
     text = normalise_text(text)
     low = text.lower()
     if any(hint in low for hint in _REFERENCE_HINTS):
         text = _SECTION_REF.sub(" ", text)
-    return dict.fromkeys(tokens(text))
+    return text
+
+
+def claim_tokens(text: str) -> dict[str, None]:
+    """Distinct tokens in first-occurrence order, section references dropped (rules 2 and 3 never see them)."""
+    return dict.fromkeys(tokens(without_references(text)))
 
 
 def _is_literal(token: str) -> bool:

@@ -137,6 +137,8 @@ def test_the_type_shown_is_the_first_asked():
         (N, "It is sent twice.", True),
         (N, "It is defined by HTTP/1.1 over IPv6.", False),  # a version and a name hold no number
         (N, "The lifetime is left to the implementation.", False),
+        (N, "A cache MUST NOT do so (see Section 5.2.2 of RFC 9111).", False),  # references are no numbers
+        (S, "As RFC 9110 says in Section 415.", False),
         (S, "The server responds with 414 (URI Too Long).", True),
         (S, "It sends 4000 bytes of 1.414 quality.", False),  # not a three-digit code on its own
         (S, "The server responds with an error.", False),
