@@ -24,3 +24,15 @@ def test_a_word_reads_as_wordfreq_floored_to_a_tenth(word):
 
 def test_a_word_below_the_floor_or_unknown_reads_zero():
     assert zipf("hpack") == 0.0 and zipf("zzqxv") == 0.0
+
+
+@pytest.mark.parametrize(
+    "compound", ["back-to-back", "keep-alive", "max-age", "multi-gigabyte", "percent-decoding", "link-local"]
+)
+def test_a_compound_reads_as_wordfreq_reads_the_phrase(compound):
+    exact = zipf_frequency(compound, "en", wordlist="large")
+    assert abs(zipf(compound) - exact) <= 0.2  # combined from parts floored to a tenth
+
+
+def test_a_compound_with_a_rare_part_reads_zero():
+    assert zipf("stale-while-revalidate") == 0.0 and zipf("zstd-compressed") == 0.0

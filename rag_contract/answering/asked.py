@@ -16,7 +16,8 @@ words that name what it is asked about, apart from the engineer's own situation 
   ``RARE_ZIPF``), that is no number, host or path, and that no answering section of the corpus
   contains (nor a word sharing its stem, ``text.lexicon``) names something the corpus does not
   cover, whatever its shape ("hpack", "jwt", "Brotli"). So does a capitalised word that does not
-  open its sentence ("Do Safari and Chrome ...?"), a capitalised name of two words
+  open its sentence ("Do Safari and Chrome ...?"), an element named by its kind that the corpus
+  never names so ("the immutable directive"), a capitalised name of two words
   ("JSON Pointer") or a name with a version ("TLS 1.3") that no answering section contains.
   The question is refused, naming it.
 - **Focus.** An answer none of whose kept claims (or the titles of the sections they cite)
@@ -109,18 +110,24 @@ def interrogatives(question: str) -> list[str]:
 
 
 # Spans of the scenario inside an asking sentence: quoted text, a header written out up to the
-# clause that asks ("Allow: GET, PUT, PROPFIND, should ..."), and the words a possessive or a
-# first-person subject introduces ("our reverse proxy", "my JSON serializer").
+# clause that asks ("Allow: GET, PUT, PROPFIND, should ..."), examples, and the words a
+# possessive introduces ("our reverse proxy", "my JSON serializer").
 _QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'|`[^`]*`|\u201c[^\u201d]*\u201d|\u2018[^\u2019]*\u2019")
 _HEADER_VALUE = re.compile(
     r"\b[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*:\s+[^?]*?"
     rf"(?=,?\s+(?:{_AUX}|what|how|which|why|when|where|who)\b|[?]|$)"
 )
+# Examples the engineer gives are their situation too: an aside in brackets, and names after
+# "like", "such as", "e.g." ("a shared cache like Varnish or Squid").
+_EXAMPLES = re.compile(
+    r"\([^()]*\)|\b(?:like|such\s+as|e\.g\.,?|for\s+example,?|for\s+instance,?)\s+"
+    r"[A-Z][\w.-]*(?:\s*(?:,|or|and|/)\s*[A-Z][\w.-]*)*"
+)
 _POSSESSIVE = re.compile(r"\b(?:our|my|your|their|his|her)\s+((?:[\w.-]+\s+)?[\w.-]+)", re.IGNORECASE)
 
 
 def _scenario_free(sentence: str) -> str:
-    for pattern in (_QUOTED, _HEADER_VALUE, _POSSESSIVE):
+    for pattern in (_QUOTED, _HEADER_VALUE, _EXAMPLES, _POSSESSIVE):
         sentence = pattern.sub(" ", sentence)
     return sentence
 
@@ -311,6 +318,11 @@ _NAME_TOKEN = re.compile(r"(?<![\w./@%-])[A-Za-z][A-Za-z-]*[A-Za-z](?![\w/@%]|\.
 # A capitalised word that does not open its sentence ("Do Safari and Chrome block ...?"): a
 # product or a specification, whatever English makes of the word in lower case.
 _CAPITALISED = re.compile(r"(?<=[\w,;:)] )([A-Z][a-z]+)(?![\w-])")
+# An element named by its kind, in any case: "the immutable directive", "a partitioned attribute".
+# The corpus must name it so too, with at most one word between ("private response directive").
+_NAMED_KIND = re.compile(
+    r"\b(?:the|a|an)\s+([A-Za-z][\w-]*)\s+(directive|attribute|parameter|prefix|keyword|flag)s?\b", re.IGNORECASE
+)
 _CAPITALISED_PAIR = re.compile(r"(?<=\w )([A-Z][A-Za-z]+ [A-Z][a-z][A-Za-z]+)\b")
 _VERSIONED = re.compile(r"\b([A-Z][A-Za-z]*[A-Z][A-Za-z]* \d+\.\d+|[A-Za-z]{2,}/\d+(?:\.\d+)?)(?![\w.])")
 
@@ -341,6 +353,10 @@ def unknown_subjects(question: str, corpus: Lexicon, frequency: Frequency) -> tu
         for m in _CAPITALISED.finditer(text):
             if not corpus.knows(m.group(1)):
                 out.setdefault(m.group(1), None)
+        for m in _NAMED_KIND.finditer(text):
+            name, kind = m.group(1), m.group(2).lower()
+            if not corpus.names(name, kind):
+                out.setdefault(name, None)
         for pattern in (_CAPITALISED_PAIR, _VERSIONED):
             for m in pattern.finditer(text):
                 if not corpus.says(m.group(1)):

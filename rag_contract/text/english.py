@@ -14,6 +14,7 @@ it): the rules only ask whether a word is below a bar above that floor, so a wor
 from __future__ import annotations
 
 import gzip
+import math
 from collections.abc import Callable
 from functools import cache
 from importlib.resources import files
@@ -37,5 +38,13 @@ def _bands() -> dict[str, float]:
 
 def zipf(word: str) -> float:
     """The Zipf frequency of ``word`` (already lower-cased) in English, floored to a tenth; 0.0
-    when it is below 2.0 or unknown."""
-    return _bands().get(word, 0.0)
+    when it is below 2.0 or unknown. A hyphenated compound reads as wordfreq reads a phrase: its
+    parts' frequencies combined harmonically ("back-to-back" is common, "stale-while-revalidate"
+    is not), 0.0 when a part is."""
+    bands = _bands()
+    if "-" not in word:
+        return bands.get(word, 0.0)
+    parts = [bands.get(p, 0.0) for p in word.split("-") if p]
+    if not parts or min(parts) == 0.0:
+        return 0.0
+    return math.floor(10 * -math.log10(sum(10**-z for z in parts)) + 1e-9) / 10

@@ -43,3 +43,9 @@ class Lexicon:
 
     def says(self, phrase: str) -> bool:
         return " ".join(phrase.lower().split()) in self.text
+
+    def names(self, name: str, kind: str) -> bool:
+        """The text calls ``name`` a ``kind`` ("max-age directive"), with at most one word
+        between ("private response directive")."""
+        pattern = rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])\W{{0,2}}(?:[\w-]+\s+)?{re.escape(kind.lower())}"
+        return re.search(pattern, self.text) is not None

@@ -38,7 +38,8 @@ N, S, NAME, CH, YN, PROC, DEF, OTHER = (
 
 CORPUS = Lexicon.of(
     frozenset({"cache", "response", "tunnel", "keep-alive", "json", "pointer", "header", "field", "partitioned"}),
-    "a cache stores a response. the keep-alive header field. json text. tls 1.2 is used. http/1.1 is a protocol.",
+    "a cache stores a response. the keep-alive header field. json text. tls 1.2 is used. http/1.1 is a protocol. "
+    "the private response directive. the `max-age` directive. a partitioned table.",
 )
 RARE = {"hpack": 0.0, "jwt": 2.0, "zorblax": 0.0, "keepalive": 1.0, "tunnelling": 2.2, "misbehaves": 1.9}
 RARE |= {"misbehaved": 1.5, "misbehav": 0.0, "zzs": 0.0, "zz": 0.0, "misbehave": 2.5, "crawler": 2.8}
@@ -227,7 +228,14 @@ def test_mentions_focus_by_word_or_stem():
         ("Does the partitioned cache misbehaves often?", ()),  # inflected form of a common word
         ("Our hpack encoder broke. Can a cache store it?", ()),  # only the asking sentence counts
         ("Can our hpack encoder store it?", ()),  # a possessive's words are the engineer's own
+        ("Can a shared cache like Varnish or Squid store it?", ()),  # examples are the situation
+        ("Can a shared cache (Varnish, say) store it?", ()),
+        ("Can Varnish store it?", ("Varnish",)),  # the subject itself
         ("Is 'hpack' stored, or example.com, or v2?", ()),  # quoted, a host, a token with a digit
+        ("What does the immutable directive do?", ("immutable",)),  # named by its kind, never so in the corpus
+        ("Is the partitioned attribute sent?", ("partitioned",)),  # a corpus word, never an attribute
+        ("What does the private directive do?", ()),  # "private response directive": one word between
+        ("What does the max-age directive do?", ()),
     ],
 )
 def test_unknown_subjects(question, unknown):
