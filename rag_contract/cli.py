@@ -93,11 +93,12 @@ def cmd_sections(args) -> int:
     if args.json:
         print(json.dumps(inv, indent=1))
         return 0
-    print(f"{'rfc':<9} {'sections':>8} {'with prose':>10} {'words':>8}  title")
-    for row in inv["rfcs"]:
-        print(f"{row['rfc']:<9} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}  {row['title']}")
+    w = max([9, *(len(row["document"]) + 1 for row in inv["documents"])])
+    print(f"{'document':<{w}} {'sections':>8} {'with prose':>10} {'words':>8}  title")
+    for row in inv["documents"]:
+        print(f"{row['document']:<{w}} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}  {row['title']}")
     t = inv["total"]
-    print(f"{'total':<9} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
+    print(f"{'total':<{w}} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
     return 0
 
 

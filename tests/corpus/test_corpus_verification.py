@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rag_contract.corpus.sections import Section
 from rag_contract.corpus.sources import (
     Corpus,
     CorpusError,
     ManifestEntry,
-    Section,
     corpus_fingerprint,
     load_corpus,
     read_manifest,
@@ -80,7 +80,7 @@ def test_the_manifest_reads_as_entries_sorted_by_file(corpus_dir):
         ),
     )
     assert all(type(e.bytes) is int and type(e.retrieved) is str for e in entries)
-    assert [e.rfc for e in entries] == ["rfc1", "rfc2"]
+    assert [e.document for e in entries] == ["rfc1", "rfc2"]
 
 
 def test_a_missing_manifest_is_named(tmp_path):
@@ -115,7 +115,10 @@ def test_each_listed_file_has_exactly_the_six_keys(tmp_path, change):
     write_corpus(tmp_path, [one, change(entry("rfc2.txt", b"y"))])
     with pytest.raises(CorpusError) as caught:
         read_manifest(tmp_path)
-    assert str(caught.value) == f"{tmp_path / 'manifest.yaml'}: files[1] must have exactly the keys {KEYS}"
+    assert str(caught.value) == (
+        f"{tmp_path / 'manifest.yaml'}: files[1] must have exactly the keys {KEYS}"
+        " (and optionally ['format', 'licence'])"
+    )
 
 
 def test_the_first_bad_entry_is_the_one_named(tmp_path):
@@ -146,10 +149,30 @@ def test_a_text_the_manifest_does_not_list_is_refused_first_by_name(corpus_dir, 
     assert str(caught.value) == f"{extras[0]}: on disk but not in manifest.yaml"
 
 
-def test_files_that_are_not_texts_are_not_the_manifests_business(corpus_dir):
-    (corpus_dir / "SOURCES.md").write_text("notes")
+def test_files_no_format_reads_are_not_the_manifests_business(corpus_dir):
+    (corpus_dir / "mkdocs.yml").write_text("nav: []")
     (corpus_dir / "rfc9.txt.orig").write_text("backup")
     assert set(verify_files(corpus_dir, read_manifest(corpus_dir))) == {"rfc1.txt", "rfc2.txt"}
+
+
+def test_a_readable_file_is_refused_unless_listed_or_kept(corpus_dir):
+    (corpus_dir / "SOURCES.md").write_text("notes")
+    with pytest.raises(CorpusError, match="^SOURCES.md: on disk but not in manifest.yaml$"):
+        verify_files(corpus_dir, read_manifest(corpus_dir))
+    assert set(verify_files(corpus_dir, read_manifest(corpus_dir), kept=("SOURCES.md",))) == {"rfc1.txt", "rfc2.txt"}
+
+
+def test_a_file_no_format_reads_is_refused_in_one_line_naming_the_formats(tmp_path):
+    write_corpus(tmp_path, [entry("rfc1.txt", b"x"), entry("notes.pdf", b"y")])
+    with pytest.raises(CorpusError) as caught:
+        read_manifest(tmp_path)
+    assert str(caught.value) == (
+        "notes.pdf: no format reads this file; formats known: rfc-text (.txt), markdown (.md, .markdown), "
+        "html (.html, .htm)"
+    )
+    write_corpus(tmp_path, [entry("rfc1.txt", b"x") | {"format": "asciidoc"}])
+    with pytest.raises(CorpusError, match=r"^rfc1.txt: format 'asciidoc' is not known; formats known: rfc-text"):
+        read_manifest(tmp_path)
 
 
 def test_a_listed_file_that_is_missing_is_refused(corpus_dir):
