@@ -87,6 +87,7 @@ from rag_contract.answering.free_text import (
     validate_question,
 )
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
+from rag_contract.config.about import About
 from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.base import EmbedderLoading, EmbedderUnavailable
@@ -325,12 +326,13 @@ def prefers_json(accept: str | None) -> bool:
 # --- presentation ---------------------------------------------------------------------
 
 
-def _templates() -> jinja2.Environment:
+def _templates(about: About) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,  # a renamed key fails the page tests, not silently
     )
+    env.globals["about"] = about  # the project's words for its corpus (project.yaml)
     env.filters["section_href"] = section_href
     env.filters["ms"] = lambda v: f"{float(v):.1f}"
     return env
@@ -383,11 +385,11 @@ def _first_field(scope: Mapping[str, Any], name: bytes) -> str | None:
     return None
 
 
-def presentation_fingerprint(templates: Path, max_question_chars: int) -> str:
+def presentation_fingerprint(templates: Path, max_question_chars: int, about: About) -> str:
     """What every page depends on besides its data: the templates, this module (filters,
-    headers, the shape of every JSON body) and the question box's limit."""
+    headers, the shape of every JSON body), the question box's limit and the corpus's words."""
     files = sorted(p for p in templates.iterdir() if p.is_file())
-    parts: list[str | bytes] = [Path(__file__).read_bytes(), str(max_question_chars)]
+    parts: list[str | bytes] = [Path(__file__).read_bytes(), str(max_question_chars), about.name, about.description]
     for p in files:
         parts += [p.name, p.read_bytes()]
     return entity_tag(parts, weak=False)
@@ -717,6 +719,7 @@ def create_app(
     status: Callable[[], Mapping[str, Any]],
     clock: Callable[[], float],
     rate_store: BucketStore,
+    about: About,
     warmup: Callable[[], object] | None = None,
     observer: Observer | None = None,
 ) -> Starlette:
@@ -728,7 +731,8 @@ def create_app(
     (``IndexStatus.as_dict``), called by /health, so it must be cheap (``StatusCache``).
     ``clock`` and ``rate_store`` drive the rate limiter with the allowance in
     ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup (what it
-    returns is unused). ``observer`` (optional, ``observability.build_observer``) hears every
+    returns is unused). ``about``: the project's words for its corpus, shown by every page.
+    ``observer`` (optional, ``observability.build_observer``) hears every
     request after its response, the limiter's refusals included: it wraps the limiter.
     """
     rl = thresholds.rate_limit
@@ -757,7 +761,7 @@ def create_app(
         max_question_chars=thresholds.ask.max_question_chars,
         status=status,
         listing=Listing(registry, functools.partial(answer_all, fixture_service, questions)),
-        templates=_templates(),
+        templates=_templates(about),
         css=(TEMPLATES / "site.css").read_text(encoding="utf-8"),
         warmup=warmup,
         fixed=FixedAnswers(
@@ -765,7 +769,7 @@ def create_app(
             thresholds.budget.request_deadline_ms,
             fixture_service.clock,
         ),
-        presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars),
+        presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars, about),
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
         admission=Admission(AdmissionLimits(**dataclasses.asdict(thresholds.admission))),
