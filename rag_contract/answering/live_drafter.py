@@ -96,7 +96,8 @@ def prompt_for(question: str, passages: Sequence[PassageText], subject: str = DE
     ``subject`` (what the corpus is)."""
     blocks = [f'<passage section_id="{p.section_id}" title="{p.title}">\n{p.text}\n</passage>' for p in passages]
     user = f"Question: {question}\n\nPassages:\n\n" + "\n\n".join(blocks)
-    return [{"role": "system", "content": SYSTEM_PROMPT.replace("{subject}", subject)}, {"role": "user", "content": user}]
+    system = SYSTEM_PROMPT.replace("{subject}", subject)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def prompt_text(messages: Sequence[dict]) -> str:

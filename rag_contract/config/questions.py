@@ -6,7 +6,9 @@ question lists at least one expected section, every one of which exists in the p
 corpus; its ``evidence`` literal (if given) occurs in one of its expected sections
 (whitespace-collapsed); a refusal (``answerable: false``) carries ``expected_state`` of
 ``partial`` or ``unsupported`` and a ``why``, and no expected sections; ``style`` (if given) is
-``engineer`` or ``plain``, ``type`` one of ``SECTION_TYPES``, ``rfc`` an RFC of the corpus; no two
+``engineer`` or ``plain``, ``type`` one of ``SECTION_TYPES``, ``rfc`` a document of the corpus
+(the part of a section id before ``#``: ``rfc9110``, ``middleware.md``), ``kind`` (refusals
+only) one of ``REFUSAL_KINDS``; no two
 questions are near-duplicates (content-word Jaccard at or above ``NEAR_DUPLICATE_JACCARD``).
 ``fingerprint`` covers ids and question text only: it is what the committed question
 vectors depend on, and it stays outside the index version.
@@ -26,6 +28,10 @@ from rag_contract.config.yamlfile import read_yaml
 REFUSAL_STATES = ("partial", "unsupported")
 STYLES = ("engineer", "plain")
 SECTION_TYPES = ("definition", "requirement", "algorithm", "abnf", "example", "security")
+# Why a refusal is unanswerable (optional): a number the corpus never states, a neighbouring
+# tool's or specification's feature, a later extension, a practice it does not settle, a premise
+# it does not support.
+REFUSAL_KINDS = ("open_number", "neighbouring_spec", "later_extension", "practice", "contradicted_premise")
 # Two questions whose content words overlap this much ask the same thing in other words. The
 # committed set's closest pair is far below it (see tests/test_config_loaders.py), so the bar
 # refuses a re-worded copy without refusing two questions about one section.
@@ -88,7 +94,8 @@ class Question:
     why: str | None = None
     style: str | None = None  # engineer | plain
     type: str | None = None  # what kind of section text answers it
-    rfc: str | None = None  # the RFC a refusal is closest to (answerable: from its expected sections)
+    rfc: str | None = None  # the document a refusal is closest to (answerable: from its expected sections)
+    kind: str | None = None  # why a refusal is unanswerable (REFUSAL_KINDS)
 
     @property
     def rfcs(self) -> tuple[str, ...]:
@@ -124,7 +131,9 @@ def question_fingerprint(questions: Iterable[Question]) -> str:
     return h.hexdigest()[:16]
 
 
-_KEYS = {"id", "question", "expected", "evidence", "answerable", "expected_state", "why", "style", "type", "rfc"}
+_KEYS = {"id", "question", "expected", "evidence", "answerable", "expected_state", "why", "style", "type", "rfc"} | {
+    "kind"
+}
 
 
 def _collapse(text: str) -> str:
@@ -204,6 +213,8 @@ def parse_questions(
                 needle = _collapse(evidence)
                 if not any(needle in _collapse(section_text(sid)) for sid in expected):
                     raise QuestionsError(f"{where}: evidence {evidence!r} not found in {expected}")
+            if item.get("kind") is not None:
+                raise QuestionsError(f"{where}: 'kind' says why a refusal is unanswerable; this one is answerable")
         else:
             if state is None:
                 raise QuestionsError(f"{where}: a refusal needs 'expected_state' ({' | '.join(REFUSAL_STATES)})")
@@ -227,6 +238,7 @@ def parse_questions(
             style=_choice(item, "style", STYLES, where),
             type=_choice(item, "type", SECTION_TYPES, where),
             rfc=_choice(item, "rfc", rfcs, where),
+            kind=_choice(item, "kind", REFUSAL_KINDS, where),
         )
         words = content_words(question.question)  # once per question, not once per pair
         # Only a question sharing a word (or, with none, another without any) can overlap at all,
