@@ -531,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--redis", help="share rate-limit buckets through Redis (default: $REDIS_URL; else in memory)")
     s.set_defaults(func=cmd_serve)
+    # --root after the command too (rag-contract serve --root DIR), for every command
+    for parser in [*sub.choices.values(), *tsub.choices.values()]:
+        parser.add_argument("--root", default=argparse.SUPPRESS, help="project directory (as before the command)")
     return p
 
 
