@@ -69,7 +69,7 @@ for _ in range(600):
 else:
     raise SystemExit("serve never answered /health")
 page = urllib.request.urlopen("http://127.0.0.1:{port}/", timeout=10).read().decode()
-assert "the platform team's runbooks" in page, page[:500]
+assert "answers over the platform team" in page, page[:500]
 print("served:", health.decode()[:80])
 PY
 kill $serve_pid
