@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, filterfalse
 
-from rag_contract.corpus.sections import unwrap_hyphens
+from rag_contract.corpus.sources import unwrap_hyphens
 
 RULE_CITATION = "citation"
 RULE_LITERAL = "literal"

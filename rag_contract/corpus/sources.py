@@ -25,6 +25,7 @@ from rag_contract.config.unreadable import unreadable
 from rag_contract.config.yamlfile import read_yaml
 from rag_contract.corpus.formats import FormatError, format_for, readable_suffixes
 from rag_contract.corpus.sections import Section
+from rag_contract.corpus.sections import unwrap_hyphens as unwrap_hyphens  # re-exported: grounding reads it here
 
 MANIFEST = "manifest.yaml"
 
