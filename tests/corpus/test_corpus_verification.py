@@ -260,6 +260,7 @@ def test_a_declared_format_reads_the_file_whatever_its_suffix(tmp_path):
     ]
     corpus = load_corpus(tmp_path)
     assert [s.id for s in corpus.sections] == ["page.txt", "page.txt#one", "rfc1#1", "rfc2#1"]
+    assert corpus.sections[0].title == "Title of page.txt"  # the lead section, titled by the manifest
 
 
 def test_kept_files_are_names_and_come_back_with_the_corpus(tmp_path):
