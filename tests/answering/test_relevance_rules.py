@@ -27,8 +27,8 @@ from rag_contract.answering.relevance import (
 )
 from rag_contract.config.thresholds import RelevanceConfig
 from rag_contract.corpus.chunking import Chunk
-from rag_contract.corpus.sections import Section
 from rag_contract.corpus.sentences import Sentence
+from rag_contract.corpus.sources import Section
 from rag_contract.index.store import Index, IndexInputs, assemble
 
 SECURE = "The Secure attribute limits cookies to secure channels only."  # 5 content words
