@@ -77,6 +77,10 @@ def test_fenced_code_and_tables_stay_quotable_text():
         got["middleware.md#using-middleware"].text
     )
     assert "| `allow_origins` | `[]` |" in got["middleware.md#corsmiddleware"].text
+    # the fence's marker lines read as blank lines: the code is a paragraph of its own
+    assert got["middleware.md#using-middleware"].text == (
+        "Wrap the app.\n\n\n# Not a heading: a comment inside a fence.\napp = Starlette(middleware=middleware)"
+    )
 
 
 def test_a_heading_inside_a_code_fence_is_not_a_heading():

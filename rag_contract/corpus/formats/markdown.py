@@ -6,8 +6,8 @@ section. Ids are ``file#anchor`` with the anchor a documentation site gives the 
 (``slugs``: ``middleware.md#corsmiddleware``; a repeated heading ``..._1``); the text before
 the first heading is the page's lead section, id ``file``, titled by the manifest (from the
 site's navigation or the file name). A section's text is its Markdown source: fenced code and
-tables stay as written, so a claim can quote them; links and images read as their text, and
-HTML comments are dropped.
+tables stay as written, so a claim can quote them (a fence's own marker lines read as blank
+lines); links and images read as their text, and HTML comments are dropped.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rag_contract.corpus.formats.nesting import Outline
 from rag_contract.corpus.formats.slugs import slugify
 from rag_contract.corpus.sections import Section
 
-IDENTITY = "markdown-v1;commonmark+table;toc-slugs;links-as-text"
+IDENTITY = "markdown-v2;commonmark+table;toc-slugs;links-as-text;fence-lines-blank"
 
 _PARSER = MarkdownIt("commonmark").enable("table")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
@@ -64,12 +64,20 @@ def parse(file: str, title: str, data: bytes) -> list[Section]:
     lines = text.splitlines(keepends=True)
     code: set[int] = set()
     markup: set[int] = set()  # raw HTML blocks: their text is kept, their tags are not
+    # A fence's own lines (```python, ```) read as blank lines: the code inside is its own
+    # paragraph, so a quoted sentence is code or prose, never prose glued to a fence marker.
+    fences: set[int] = set()
     headings: dict[int, tuple[int, int, str]] = {}  # first line -> (end line, level, title)
     for i, tok in enumerate(tokens):
         if tok.map is None:
             continue
         if tok.type in ("fence", "code_block"):
             code.update(range(*tok.map))
+            if tok.type == "fence":
+                fences.add(tok.map[0])
+                last = lines[tok.map[1] - 1].strip() if tok.map[1] - 1 > tok.map[0] else ""
+                if last.startswith(tok.markup) and not last.strip(tok.markup[0]):
+                    fences.add(tok.map[1] - 1)
         elif tok.type == "html_block":
             markup.update(range(*tok.map))
         elif tok.type == "heading_open":
@@ -79,7 +87,7 @@ def parse(file: str, title: str, data: bytes) -> list[Section]:
     body: list[str] = []
     while n < len(lines):
         if n in headings:
-            outline.add(_clean(body, code, markup, n - len(body)))
+            outline.add(_clean(body, code | fences, markup, fences, n - len(body)))
             body = []
             end, level, heading = headings[n]
             outline.heading(level, heading, slugify(heading))
@@ -87,13 +95,13 @@ def parse(file: str, title: str, data: bytes) -> list[Section]:
             continue
         body.append(lines[n])
         n += 1
-    outline.add(_clean(body, code, markup, n - len(body)))
+    outline.add(_clean(body, code | fences, markup, fences, n - len(body)))
     return outline.sections()
 
 
-def _clean(body: list[str], code: set[int], markup: set[int], first: int) -> str:
-    """The body's source: code kept byte for byte, prose with links as their text, raw HTML
-    as its text (comments dropped)."""
+def _clean(body: list[str], code: set[int], markup: set[int], fences: set[int], first: int) -> str:
+    """The body's source: code kept byte for byte between blank lines where its fences were,
+    prose with links as their text, raw HTML as its text (comments dropped)."""
     out: list[str] = []
     html: list[str] = []
     for k, line in enumerate(body):
@@ -103,7 +111,10 @@ def _clean(body: list[str], code: set[int], markup: set[int], first: int) -> str
         if html:
             out.append(_TAG.sub("", _COMMENT.sub("", "".join(html))))
             html = []
-        out.append(line if first + k in code else prose(line))
+        if first + k in fences:
+            out.append("\n")
+        else:
+            out.append(line if first + k in code else prose(line))
     if html:
         out.append(_TAG.sub("", _COMMENT.sub("", "".join(html))))
     return "".join(out)
