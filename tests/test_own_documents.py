@@ -58,6 +58,7 @@ def _free_port() -> int:
 SERVE = """\
 rag-contract serve --port {port} > serve.log 2>&1 &
 serve_pid=$!
+trap 'kill $serve_pid 2>/dev/null || true' EXIT  # a failed check below must not leave it running
 python - <<'PY'
 import time, urllib.request
 for _ in range(600):
