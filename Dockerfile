@@ -31,6 +31,7 @@ RUN pip install -c requirements.lock .
 # What is served: the corpus, the index built from it, the question set, the bars, the
 # prices, and the recorded drafts the fixed questions replay.
 COPY corpus/ corpus/
+COPY project.yaml ./
 COPY index/ index/
 COPY eval/questions.yaml eval/thresholds.yaml eval/prices.yaml eval/
 COPY eval/fixtures/ eval/fixtures/

@@ -1,10 +1,14 @@
 """pytest plugin: every gate check from ``rag_contract.gate`` becomes its own test item.
 
 Registered through the ``pytest11`` entry point. It registers the ``gate`` marker and the
-ini options ``ragcontract_thresholds`` / ``ragcontract_questions`` (command line:
-``--ragcontract-thresholds`` / ``--ragcontract-questions``). Items are collected from the
-thresholds file itself (it is listed in ``testpaths``), so ``pytest -m gate`` runs the gate
-alone and ``pytest`` runs it with everything else. The project is loaded and each eval run
+ini options ``ragcontract_root`` (the project directory; default: pytest's rootdir),
+``ragcontract_thresholds`` / ``ragcontract_questions`` (relative to the project; command line:
+``--ragcontract-root``, ``--ragcontract-thresholds``, ``--ragcontract-questions``) and
+``ragcontract_projects`` (further project directories, relative to the rootdir, whose gates run
+too: each one's ``eval/thresholds.yaml`` is collected as its own gate). Items are collected from
+the thresholds file itself (it is listed in ``testpaths``, or pytest finds it under the
+directory it is given), so ``pytest -m gate`` runs the gate alone and ``pytest`` runs it with
+everything else. The project is loaded and each eval run
 once per session; all items read the shared result. A failing item reports one paragraph
 (no traceback), and each item's figures go to JUnit XML as properties. The plugin decides
 nothing: the checks, their bars and their messages come from ``rag_contract.gate``.
@@ -77,6 +81,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="eval/results/ directory of the base, for the rank-delta table (default: the committed reports)",
     )
+    group.addoption("--ragcontract-root", default=None, help="project directory (default: ini ragcontract_root)")
+    parser.addini("ragcontract_root", "project directory (default: the rootdir)", default=".")
+    parser.addini(
+        "ragcontract_projects", "further project directories whose gates run too", type="linelist", default=[]
+    )
     parser.addini(
         "ragcontract_thresholds", "thresholds file the gate holds the build to", default="eval/thresholds.yaml"
     )
@@ -89,39 +98,75 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(GateReporter(config), "ragcontract-reporter")
 
 
+def _root(config: pytest.Config) -> Path:
+    value = Path(config.getoption("--ragcontract-root") or config.getini("ragcontract_root"))
+    return value if value.is_absolute() else Path(config.rootpath) / value
+
+
 def _option(config: pytest.Config, name: str) -> Path:
     value = config.getoption(f"--ragcontract-{name}") or config.getini(f"ragcontract_{name}")
     path = Path(value)
-    return path if path.is_absolute() else Path(config.rootpath) / path
+    return path if path.is_absolute() else _root(config) / path
+
+
+@dataclass(frozen=True)
+class GateProject:
+    """One project whose gate this session runs: where it is and which files hold it."""
+
+    root: Path
+    thresholds: Path
+    questions: Path
+    main: bool  # the project the session's reports (update, CI summary) are about
+
+
+def _projects(config: pytest.Config) -> dict[Path, GateProject]:
+    """Each gated project by its thresholds file (resolved)."""
+    main = GateProject(_root(config), _option(config, "thresholds"), _option(config, "questions"), True)
+    out = {main.thresholds.resolve(): main}
+    for extra in config.getini("ragcontract_projects"):
+        root = Path(config.rootpath) / extra
+        project = GateProject(root, root / "eval" / "thresholds.yaml", root / "eval" / "questions.yaml", False)
+        out.setdefault(project.thresholds.resolve(), project)
+    return out
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
-    if file_path.resolve() == _option(parent.config, "thresholds").resolve():
-        return GateFile.from_parent(parent, path=file_path)
+    project = _projects(parent.config).get(file_path.resolve())
+    if project is not None:
+        return GateFile.from_parent(parent, path=file_path, project=project)
     return None
 
 
 class GateFile(pytest.File):
-    """The thresholds file, collected as the gate: one item per check."""
+    """A project's thresholds file, collected as its gate: one item per check, all reading
+    this file's ``ctx`` (the project loaded and each eval run once)."""
+
+    def __init__(self, *, project: GateProject, **kw) -> None:
+        super().__init__(**kw)
+        self.project = project
+        self.ctx: GateContext | None = None
 
     def collect(self):
 
         config = self.config
         try:
             ctx = GateContext(
-                Path(config.rootpath),
-                thresholds_path=_option(config, "thresholds"),
-                questions_path=_option(config, "questions"),
+                self.project.root,
+                thresholds_path=self.project.thresholds,
+                questions_path=self.project.questions,
                 measure=plain_measure,  # replaced per item: the latency check measures with pytest-benchmark
             )
         except Exception as exc:  # a project that does not load is one red item, named
             yield GateLoadItem.from_parent(self, name="load", error=f"{type(exc).__name__}: {exc}")
             return
-        config.stash[GATE_CONTEXT] = ctx
+        self.ctx = ctx
         all_checks = checks(ctx)
-        config.stash[GATE_SESSION].collected.extend(c.id for c in all_checks)
+        if self.project.main:
+            config.stash[GATE_CONTEXT] = ctx
+            config.stash[GATE_SESSION].collected.extend(c.id for c in all_checks)
         for check in all_checks:
-            if check.needs_measure:
+            # without pytest-benchmark installed, the latency check times plainly (plain_measure)
+            if check.needs_measure and config.pluginmanager.hasplugin("benchmark"):
                 yield _benchmarked_item(self, check)
             else:
                 yield GateCheckItem.from_parent(self, name=check.id, check=check)
@@ -170,13 +215,20 @@ class GateCheckItem(GateItem):
         self.check = check
 
     def runtest(self) -> None:
-        outcome = run_check(self.check, self.config.stash[GATE_CONTEXT])
+        outcome = run_check(self.check, _context(self))
         _record(self, outcome.figures)
         if not outcome.passed:
             raise GateFailure(outcome.message)
 
     def failure_paragraph(self, message: str) -> str:
         return f"[{self.check.id}] {message}"
+
+
+def _context(item: pytest.Item) -> GateContext:
+    """The context of the gate file ``item`` was collected from."""
+    node = item.getparent(GateFile)
+    assert node is not None and node.ctx is not None  # items exist only once their file's context loaded
+    return node.ctx
 
 
 def _record(item: pytest.Item, figures) -> None:
@@ -188,7 +240,7 @@ def _benchmarked_item(parent: GateFile, check: Check) -> pytest.Function:
     """The latency check as a Function item, so it gets the ``benchmark`` fixture."""
 
     def gate_check(benchmark, request):
-        ctx = request.config.stash[GATE_CONTEXT]
+        ctx = _context(request.node)
 
         def measure(fn):
             if benchmark.disabled:  # --benchmark-disable: the bar still holds, timed plainly
@@ -219,6 +271,9 @@ class GateReporter:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if "gate" not in report.keywords or "::" not in report.nodeid:
             return
+        main = _option(self.config, "thresholds").resolve()
+        if (Path(self.config.rootpath) / report.nodeid.split("::", 1)[0]).resolve() != main:
+            return  # another project's gate: its items pass or fail, the reports are the main one's
         session = self.config.stash[GATE_SESSION]
         check_id = report.nodeid.rsplit("::", 1)[1]
         if report.failed:

@@ -16,6 +16,7 @@ from rag_contract.answering.drafting import DraftError, ExtractiveDrafter, Fixtu
 from rag_contract.answering.free_text import AskRejected, validate_question
 from rag_contract.answering.live_drafter import LiveDrafter, live_drafter_for
 from rag_contract.answering.service import Abandoned
+from rag_contract.config.about import AboutError
 from rag_contract.config.questions import QuestionsError
 from rag_contract.config.thresholds import ThresholdsError
 from rag_contract.corpus.chunking import ChunkingError, chunk_sections
@@ -46,6 +47,7 @@ from rag_contract.quality.report_diff import (
     save_report_set,
 )
 from rag_contract.quality.thresholds_file import update_thresholds, write_fitted
+from rag_contract.scaffold.project_init import NEXT_STEPS, InitError, init_project
 from rag_contract.spend import PricesError, SpendLedgerError, SpendRefused
 from rag_contract.text.english import zipf
 from rag_contract.web.serving import (
@@ -73,6 +75,8 @@ LOAD_ERRORS = (
     ServeConfigError,
     ObservabilityConfigError,
     RevisionError,
+    AboutError,
+    InitError,
     FileNotFoundError,
 )
 
@@ -95,11 +99,12 @@ def cmd_sections(args) -> int:
     if args.json:
         print(json.dumps(inv, indent=1))
         return 0
-    print(f"{'rfc':<9} {'sections':>8} {'with prose':>10} {'words':>8}  title")
-    for row in inv["rfcs"]:
-        print(f"{row['rfc']:<9} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}  {row['title']}")
+    w = max([9, *(len(row["document"]) + 1 for row in inv["documents"])])
+    print(f"{'document':<{w}} {'sections':>8} {'with prose':>10} {'words':>8}  title")
+    for row in inv["documents"]:
+        print(f"{row['document']:<{w}} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}  {row['title']}")
     t = inv["total"]
-    print(f"{'total':<9} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
+    print(f"{'total':<{w}} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
     return 0
 
 
@@ -375,6 +380,45 @@ def cmd_gate(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_init(args) -> int:
+    """Scaffold a project from documents, then say what to run next."""
+    done = init_project(
+        Path(args.directory),
+        [Path(p) for p in args.sources],
+        kept=[Path(p) for p in args.keep],
+        name=args.name,
+        description=args.description,
+        source_base=args.source_base,
+        licence=args.licence,
+    )
+    kept = f" and {len(done.kept)} kept file(s)" if done.kept else ""
+    print(f"{done.root}: {len(done.documents)} document(s){kept} in corpus/, {done.sections} sections")
+    print("wrote corpus/manifest.yaml, eval/questions.yaml, eval/thresholds.yaml, eval/prices.yaml, project.yaml")
+    print(f"next, in {done.root} (or with --root {done.root}):")
+    width = max(len(command) for command, _ in NEXT_STEPS)
+    for command, why in NEXT_STEPS:
+        print(f"  {command:<{width}}  # {why}")
+    return 0
+
+
+def cmd_measure(args) -> int:
+    """Every measurement the gate compares with, in order: (calibrate,) drafts, reports, bars."""
+    root = ["--root", args.root] if args.root else []
+    steps = [["record-drafts"], ["eval", "--quiet"], ["eval-answers", "--quiet"], ["thresholds", "update"]]
+    if args.calibrate:
+        steps.insert(0, ["calibrate", "--write-thresholds"])
+    if args.allow_loosen:
+        steps[-1].append("--allow-loosen")
+    parser = build_parser()
+    for step in steps:
+        print(f"$ rag-contract {' '.join(step)}", flush=True)
+        sub = parser.parse_args([*root, *step])
+        code = sub.func(sub)
+        if code:
+            return code
+    return 0
+
+
 def cmd_serve(args) -> int:
 
     port = args.port if args.port is not None else port_from(os.environ.get("PORT") or "8000")
@@ -501,12 +545,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
     s.set_defaults(func=cmd_gate)
 
+    s = sub.add_parser("init", help="a new project from your documents (Markdown, HTML, RFC text)")
+    s.add_argument("directory", help="where to write the project (new or empty)")
+    s.add_argument("--from", dest="sources", nargs="+", required=True, metavar="PATH", help="documents or directories")
+    s.add_argument("--keep", nargs="*", default=[], metavar="FILE", help="copy beside the documents, unparsed")
+    s.add_argument("--name", help="what the corpus is, for the drafter (default: from the directory name)")
+    s.add_argument("--description", help='completes "answers over ..." on every page (default: the name)')
+    s.add_argument("--source-base", help="URL the documents were taken from (each entry's source: URL/file)")
+    s.add_argument("--licence", help="the documents' licence, recorded for each")
+    s.set_defaults(func=cmd_init)
+
+    s = sub.add_parser(
+        "measure",
+        help="record drafts (extractive), write the reports, then thresholds update; --calibrate refits first",
+    )
+    s.add_argument("--calibrate", action="store_true", help="first refit the weights (calibrate --write-thresholds)")
+    s.add_argument("--allow-loosen", action="store_true", help="thresholds update may loosen bars (a first run)")
+    s.set_defaults(func=cmd_measure)
+
     s = sub.add_parser("serve", help="serve the HTTP API and pages (uvicorn)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=None, help="default: $PORT or 8000")
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--redis", help="share rate-limit buckets through Redis (default: $REDIS_URL; else in memory)")
     s.set_defaults(func=cmd_serve)
+    # --root after the command too (rag-contract serve --root DIR), for every command
+    for parser in [*sub.choices.values(), *tsub.choices.values()]:
+        parser.add_argument("--root", default=argparse.SUPPRESS, help="project directory (as before the command)")
     return p
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rag_contract.config.about import About, load_about
 from rag_contract.config.questions import QuestionSet, load_questions
 from rag_contract.config.thresholds import Thresholds, load_thresholds
 from rag_contract.corpus.chunking import ChunkParams
@@ -27,6 +28,10 @@ class Paths:
     @property
     def index(self) -> Path:
         return self.root / "index"
+
+    @property
+    def about(self) -> Path:
+        return self.root / "project.yaml"
 
     @property
     def questions(self) -> Path:
@@ -64,13 +69,14 @@ class Project:
     thresholds: Thresholds
     corpus: Corpus
     questions: QuestionSet
+    about: About
 
     @property
     def chunk_params(self) -> ChunkParams:
         return ChunkParams(self.thresholds.index.chunk_words, self.thresholds.index.chunk_overlap)
 
     def with_questions(self, path: Path) -> Project:
-        return Project(self.paths, self.thresholds, self.corpus, read_questions(path, self.corpus))
+        return Project(self.paths, self.thresholds, self.corpus, read_questions(path, self.corpus), self.about)
 
 
 def read_questions(path: Path, corpus: Corpus) -> QuestionSet:
@@ -95,4 +101,5 @@ def load_project(root: Path | None = None, questions: Path | None = None, thresh
         thresholds=load_thresholds(thresholds or paths.thresholds),
         corpus=corpus,
         questions=read_questions(questions or paths.questions, corpus),
+        about=load_about(paths.about),
     )

@@ -24,7 +24,8 @@ def test_sections_inventory(capsys, root):
     code, out, _ = run(capsys, "--root", str(root), "sections", "--json")
     inv = json.loads(out)
     assert code == 0 and inv["total"]["sections"] == 600 and inv["total"]["with_prose"] == 564
-    assert [r["rfc"] for r in inv["rfcs"]] == ["rfc3986", "rfc6265", "rfc8259", "rfc9110", "rfc9111", "rfc9112"]
+    documents = [r["document"] for r in inv["documents"]]
+    assert documents == ["rfc3986", "rfc6265", "rfc8259", "rfc9110", "rfc9111", "rfc9112"]
 
 
 def test_index_status_is_fresh_on_the_committed_tree(capsys, root):

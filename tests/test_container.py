@@ -194,9 +194,9 @@ def test_compose_says_what_the_run_line_says(root):
     assert container.PUBLISH[1].startswith("127.0.0.1:")
 
 
-def test_the_readme_run_line_carries_every_hardening_flag(root):
-    readme = (root / "README.md").read_text()
-    section = readme[readme.index("### Hardened container") : readme.index("## Benchmarks")]
+def test_the_documented_run_line_carries_every_hardening_flag(root):
+    page = (root / "docs" / "operating.md").read_text()
+    section = page[page.index("## Hardened container") : page.index("## Benchmarks")]
     line = container.run_line()
     assert line in section
     for flag in (*container.HARDENING, *container.PUBLISH):

@@ -1,4 +1,4 @@
-"""A copy of what the gate reads (corpus, index, eval, pyproject.toml), to break on purpose."""
+"""A copy of what the gate reads (corpus, index, eval, project.yaml, pyproject.toml), to break on purpose."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ def copy_project(root: Path, dst: Path) -> Path:
     dst.mkdir(parents=True, exist_ok=True)
     for name in ("corpus", "index", "eval"):
         shutil.copytree(root / name, dst / name)
-    shutil.copy(root / "pyproject.toml", dst / "pyproject.toml")
+    for name in ("pyproject.toml", "project.yaml"):
+        if (root / name).is_file():  # an example project has no pyproject.toml of its own
+            shutil.copy(root / name, dst / name)
     return dst
 
 

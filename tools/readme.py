@@ -1,8 +1,9 @@
-"""The README's measured numbers, generated from the committed reports.
+"""The measured numbers of the README and the reference pages, generated from the committed reports.
 
-Every figure the README quotes sits between ``<!-- generated:NAME -->`` and
-``<!-- /generated:NAME -->`` markers and is rendered here from ``eval/results/*.json``.
-``python -m tools.readme`` rewrites those blocks; a test fails when the README differs from
+Every figure ``README.md`` or a page of ``docs/`` (``DOCUMENTS``) quotes sits between
+``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` markers and is rendered here from
+``eval/results/*.json`` (the ``projects`` block also from the example project's reports).
+``python -m tools.readme`` rewrites those blocks; a test fails when a document differs from
 what this module renders, so a quoted number cannot drift from the report behind it (and a
 test per report holds the report equal to what its command produces now).
 """
@@ -17,6 +18,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
 from tools import container, injection, observability_load, probe, redbot_lint, request_cpu, startup
@@ -28,6 +31,35 @@ _BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- 
 
 def _load(root: Path, name: str) -> dict:
     return json.loads(Paths(root).result(name).read_text(encoding="utf-8"))
+
+
+# The projects the README sets side by side: the root, then each example project.
+PROJECTS = (Path("."), Path("examples/starlette-docs"))
+
+
+def projects_table(root: Path) -> str:
+    """One row per project: its corpus, its question set, and its figures out of fold."""
+    lines = [
+        "| project | documents | sections | questions (answerable + refusals) | index | recall@5 / MRR "
+        "(out of fold) | grounded, citing an expected section (out of fold) | unanswerable answered grounded "
+        "(out of fold) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for rel in PROJECTS:
+        project = root / rel
+        c = _load(project, "calibration.json")
+        meta = json.loads((project / "index" / "meta.json").read_text(encoding="utf-8"))
+        about = yaml.safe_load((project / "project.yaml").read_text(encoding="utf-8"))
+        manifest = yaml.safe_load((project / "corpus" / "manifest.yaml").read_text(encoding="utf-8"))
+        r, a = c["out_of_fold"]["retrieval"], c["out_of_fold"]["answers"]
+        where = "`.`" if rel == Path(".") else f"`{rel.as_posix()}/`"
+        answered = len(a["answered_unanswerable"])
+        lines.append(
+            f"| {about['name']} ({where}) | {len(manifest['files'])} | {meta['sections']} | "
+            f"{a['answerable']} + {a['refusals']} | `{meta['version']}` | {r['recall@5']:.3f} / {r['mrr']:.3f} | "
+            f"{a['grounded_citing_expected']:.2f} | {answered} of {a['refusals']} ({answered / a['refusals']:.0%}) |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _pct(x: float | None) -> str:
@@ -298,32 +330,47 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "redbot": redbot_table,
     "stale-example": stale_example,
     "pr-summary": example_summary,
+    "projects": projects_table,
 }
 
+# Every document holding generated blocks: the README and the reference pages it links to.
+DOCUMENTS = (
+    "README.md",
+    "docs/retrieval.md",
+    "docs/gate.md",
+    "docs/refusing.md",
+    "docs/index-and-budgets.md",
+    "docs/http.md",
+    "docs/operating.md",
+)
 
-def render_readme(root: Path, text: str) -> str:
+
+def render_readme(root: Path, text: str, document: str = "README.md") -> str:
     def sub(m: re.Match) -> str:
         name = m.group("name")
         if name not in RENDERERS:
-            raise KeyError(f"README.md: unknown generated block {name!r}")
+            raise KeyError(f"{document}: unknown generated block {name!r}")
         return m.group(1) + RENDERERS[name](root) + m.group(4)
 
     return _BLOCK.sub(sub, text)
 
 
 def update_readme(root: Path) -> bool:
-    path = root / "README.md"
-    old = path.read_text(encoding="utf-8")
-    new = render_readme(root, old)
-    if new != old:
-        path.write_text(new, encoding="utf-8")
-    return new != old
+    changed = False
+    for document in DOCUMENTS:
+        path = root / document
+        old = path.read_text(encoding="utf-8")
+        new = render_readme(root, old, document)
+        if new != old:
+            path.write_text(new, encoding="utf-8")
+            changed = True
+    return changed
 
 
 def main() -> int:
     root = find_root()
     changed = update_readme(root)
-    print("README.md regenerated" if changed else "README.md already matches eval/results/")
+    print("README.md and docs/ regenerated" if changed else "README.md and docs/ already match eval/results/")
     return 0
 
 

@@ -51,8 +51,9 @@ from rag_contract.spend import (
 if TYPE_CHECKING:  # the client is only needed by hand; importing this module loads no HTTP stack
     import openai
 
+# {subject}: the project's name for its corpus (project.yaml), e.g. "IETF RFCs".
 SYSTEM_PROMPT = """\
-You answer questions about IETF RFCs using only the passages in the user message.
+You answer questions about {subject} using only the passages in the user message.
 Reply with a JSON object {"claims": [...]}, each claim {"text": ..., "section_id": ...}:
 - text: one sentence stating one fact that the cited passage itself states. Keep numbers,
   status codes, header, field and directive names exactly as the passage writes them.
@@ -87,11 +88,16 @@ RESPONSE_FORMAT: dict[str, Any] = {
 }
 
 
-def prompt_for(question: str, passages: Sequence[PassageText]) -> list[dict]:
-    """The chat messages sent for ``question`` and the passages offered, in rank order."""
+DEFAULT_SUBJECT = "the documents"
+
+
+def prompt_for(question: str, passages: Sequence[PassageText], subject: str = DEFAULT_SUBJECT) -> list[dict]:
+    """The chat messages sent for ``question`` and the passages offered, in rank order, about
+    ``subject`` (what the corpus is)."""
     blocks = [f'<passage section_id="{p.section_id}" title="{p.title}">\n{p.text}\n</passage>' for p in passages]
     user = f"Question: {question}\n\nPassages:\n\n" + "\n\n".join(blocks)
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    system = SYSTEM_PROMPT.replace("{subject}", subject)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def prompt_text(messages: Sequence[dict]) -> str:
@@ -145,6 +151,7 @@ class LiveDrafter:
     ledger: SpendLedger
     prices: Prices
     name: str = "live"
+    subject: str = DEFAULT_SUBJECT  # what the corpus is, for the prompt
 
     def __post_init__(self) -> None:
         # Refuse an unpriced model (or one with no output price) before anything is sent.
@@ -156,7 +163,7 @@ class LiveDrafter:
 
     def bound(self, question: str, passages: Sequence[PassageText]) -> float:
         """Upper bound (USD) of drafting this question: what ``draft`` authorises."""
-        return self._price(prompt_for(question, passages))
+        return self._price(prompt_for(question, passages, self.subject))
 
     def _price(self, messages: Sequence[dict]) -> float:
         return price_completion(self.prices, self.model, prompt_text(messages), self.max_completion_tokens)
@@ -171,7 +178,7 @@ class LiveDrafter:
     def draft(
         self, question_id: str | None, question: str, passages: Sequence[PassageText], query: Query | None = None
     ) -> tuple[Claim, ...]:
-        messages = prompt_for(question, passages)
+        messages = prompt_for(question, passages, self.subject)
         bound = self._price(messages)  # priced from exactly what is sent
         what = f"chat {self.model} {question_id or prompt_fingerprint(question, passages)}"
         self.ledger.authorise(bound, what)  # raises SpendRefused: nothing is sent
@@ -239,7 +246,8 @@ def run_items(project: Any, index: Any, query_vector: Any = None) -> tuple[RunIt
 
 def rerecord_prompts(project: Any, index: Any, query_vector: Any = None) -> list[str]:
     """The priced text of every completion a re-recording run sends (for ``worst_case_rerecord``)."""
-    return [prompt_text(prompt_for(i.question, i.passages)) for i in run_items(project, index, query_vector)]
+    subject = project.about.name
+    return [prompt_text(prompt_for(i.question, i.passages, subject)) for i in run_items(project, index, query_vector)]
 
 
 def live_drafter_for(project: Any, index: Any, client: Any = None, clock: Clock = time.time) -> LiveDrafter:
@@ -258,6 +266,7 @@ def live_drafter_for(project: Any, index: Any, client: Any = None, clock: Clock 
         max_completion_tokens=d.max_completion_tokens,
         ledger=open_ledger(root, project.thresholds.budget.daily_cap_usd, clock),
         prices=load_prices(prices_path(root)),
+        subject=project.about.name,
     )
     drafter.authorise_run(run_items(project, index))
     return drafter

@@ -6,8 +6,9 @@ question lists at least one expected section, every one of which exists in the p
 corpus; its ``evidence`` literal (if given) occurs in one of its expected sections
 (whitespace-collapsed); a refusal (``answerable: false``) carries ``expected_state`` of
 ``partial`` or ``unsupported`` and a ``why``, and no expected sections; ``style`` (if given) is
-``engineer`` or ``plain``, ``type`` one of ``SECTION_TYPES``, ``rfc`` an RFC of the corpus, ``kind`` (a
-refusal's only) one of ``REFUSAL_KINDS``; no two
+``engineer`` or ``plain``, ``type`` one of ``SECTION_TYPES``, ``rfc`` a document of the corpus
+(the part of a section id before ``#``: ``rfc9110``, ``middleware.md``), ``kind`` (refusals
+only) one of ``REFUSAL_KINDS``; no two
 questions are near-duplicates (content-word Jaccard at or above ``NEAR_DUPLICATE_JACCARD``).
 ``fingerprint`` covers ids and question text only: it is what the committed question
 vectors depend on, and it stays outside the index version.
@@ -25,11 +26,12 @@ from pathlib import Path
 from rag_contract.config.yamlfile import read_yaml
 
 REFUSAL_STATES = ("partial", "unsupported")
-# Why the corpus cannot answer a refusal: a number it leaves open, a neighbouring specification,
-# a later extension, a practice it does not settle, or a premise it contradicts.
-REFUSAL_KINDS = ("open_number", "neighbouring_spec", "later_extension", "practice", "contradicted_premise")
 STYLES = ("engineer", "plain")
 SECTION_TYPES = ("definition", "requirement", "algorithm", "abnf", "example", "security")
+# Why a refusal is unanswerable (optional): a number the corpus never states, a neighbouring
+# tool's or specification's feature, a later extension, a practice it does not settle, a premise
+# it does not support.
+REFUSAL_KINDS = ("open_number", "neighbouring_spec", "later_extension", "practice", "contradicted_premise")
 # Two questions whose content words overlap this much ask the same thing in other words. The
 # committed set's closest pair is far below it (see tests/test_config_loaders.py), so the bar
 # refuses a re-worded copy without refusing two questions about one section.
@@ -92,8 +94,8 @@ class Question:
     why: str | None = None
     style: str | None = None  # engineer | plain
     type: str | None = None  # what kind of section text answers it
-    rfc: str | None = None  # the RFC a refusal is closest to (answerable: from its expected sections)
-    kind: str | None = None  # why a refusal cannot be answered (REFUSAL_KINDS)
+    rfc: str | None = None  # the document a refusal is closest to (answerable: from its expected sections)
+    kind: str | None = None  # why a refusal is unanswerable (REFUSAL_KINDS)
 
     @property
     def rfcs(self) -> tuple[str, ...]:
@@ -129,18 +131,8 @@ def question_fingerprint(questions: Iterable[Question]) -> str:
     return h.hexdigest()[:16]
 
 
-_KEYS = {
-    "id",
-    "question",
-    "expected",
-    "evidence",
-    "answerable",
-    "expected_state",
-    "why",
-    "style",
-    "type",
-    "rfc",
-    "kind",
+_KEYS = {"id", "question", "expected", "evidence", "answerable", "expected_state", "why", "style", "type", "rfc"} | {
+    "kind"
 }
 
 
@@ -221,6 +213,8 @@ def parse_questions(
                 needle = _collapse(evidence)
                 if not any(needle in _collapse(section_text(sid)) for sid in expected):
                     raise QuestionsError(f"{where}: evidence {evidence!r} not found in {expected}")
+            if item.get("kind") is not None:
+                raise QuestionsError(f"{where}: 'kind' says why a refusal is unanswerable; this one is answerable")
         else:
             if state is None:
                 raise QuestionsError(f"{where}: a refusal needs 'expected_state' ({' | '.join(REFUSAL_STATES)})")
@@ -233,10 +227,6 @@ def parse_questions(
                 raise QuestionsError(f"{where}: a refusal has no expected sections")
             if not isinstance(item.get("why"), str) or not item["why"].strip():
                 raise QuestionsError(f"{where}: a refusal needs 'why'")
-        if answerable and "kind" in item:
-            raise QuestionsError(
-                f"{where}: 'kind' says why a refusal cannot be answered; an answerable question has none"
-            )
         question = Question(
             id=qid,
             question=text.strip(),

@@ -1,1 +1,2 @@
-"""The corpus on disk: manifest and hash verification, RFC text to sections, sections to chunks."""
+"""The corpus on disk: manifest and hash verification, each format (RFC text, Markdown, HTML) to
+nested sections, sections to chunks and sentences."""

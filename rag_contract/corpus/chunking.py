@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rag_contract.corpus.sources import Section
+from rag_contract.corpus.sections import Section
 from rag_contract.text.words import unwrap_hyphens
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag_contract.corpus.sources import Section
+from rag_contract.corpus.sections import Section
 from rag_contract.text.words import unwrap_hyphens
 
 SPLITTER_IDENTITY = "sentences-v1"

@@ -40,9 +40,10 @@ from rag_contract.config.questions import Question, question_fingerprint
 from rag_contract.config.unreadable import unreadable
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
 from rag_contract.corpus.roles import never_answers
+from rag_contract.corpus.sections import Section
 from rag_contract.corpus.sentences import SPLITTER_IDENTITY, Sentence, split_sections
 from rag_contract.corpus.sentences import embed_text as sentence_text
-from rag_contract.corpus.sources import Corpus, Section
+from rag_contract.corpus.sources import Corpus
 from rag_contract.embedders.base import Embedder
 from rag_contract.project import Project
 from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Bm25State, Lexical
@@ -51,7 +52,7 @@ from rag_contract.retrieval.vectors import runs
 from rag_contract.text.lexicon import Lexicon
 from rag_contract.text.words import PassageTerms, content_words, passage_terms, unwrap_hyphens
 
-FORMAT = 3
+FORMAT = 4  # 4: each section records its parent
 FILES = (
     "sections.jsonl",
     "chunks.jsonl",
@@ -188,7 +189,7 @@ class Index:
     title_terms: tuple[frozenset[str], ...] = field(repr=False)  # content words of each title
     title_index: Mapping[str, np.ndarray] = field(repr=False)  # content word -> sections whose title has it
     content_index: Mapping[str, np.ndarray] = field(repr=False)  # content word -> sections whose passage has it
-    # (sections x depth) rows of each section's ancestors (2.1 and 2 for 2.1.3), padded with len(sections)
+    # (sections x depth) rows of each section's ancestors (parent, grandparent, ...), padded with len(sections)
     ancestors: np.ndarray = field(repr=False)
     vocabulary: frozenset[str] = field(repr=False)  # every token of the corpus, lower-cased, hyphens kept
     spellings: frozenset[str] = field(repr=False)  # every word of the corpus as written (case kept)
@@ -272,7 +273,7 @@ def assemble(
         title_terms=(titles := tuple(frozenset(content_words(s.title)) for s in by_id.values())),
         title_index=_inverted(titles),
         content_index=MappingProxyType({t: rows[offsets[i] : offsets[i + 1]] for i, t in enumerate(terms)}),
-        ancestors=_ancestors(tuple(by_id)),
+        ancestors=_ancestors(tuple(by_id.values())),
         vocabulary=derived.vocabulary,
         spellings=derived.spellings,
         derived=derived,
@@ -320,15 +321,18 @@ def _inverted(term_sets: Sequence[frozenset[str]]) -> Mapping[str, np.ndarray]:
     return MappingProxyType({t: np.array(v, dtype=np.int64) for t, v in positions.items()})
 
 
-def _ancestors(section_ids: Sequence[str]) -> np.ndarray:
-    """Row of every ancestor present in the index (``rfc#2.1`` and ``rfc#2`` for ``rfc#2.1.3``),
-    padded with ``len(section_ids)`` so a caller can index a score array extended by one zero."""
-    position = {sid: i for i, sid in enumerate(section_ids)}
+def _ancestors(sections: Sequence[Section]) -> np.ndarray:
+    """Row of every ancestor of each section (its parent, the parent's parent, ...), padded
+    with ``len(sections)`` so a caller can index a score array extended by one zero."""
+    position = {s.id: i for i, s in enumerate(sections)}
+    parent = {s.id: s.parent for s in sections}
     rows: list[list[int]] = []
-    for sid in section_ids:
-        doc, _, number = sid.partition("#")
-        parts = number.split(".")
-        rows.append([position[a] for k in range(1, len(parts)) if (a := f"{doc}#{'.'.join(parts[:k])}") in position])
+    for s in sections:
+        chain, up = [], s.parent
+        while up is not None and up in position:
+            chain.append(position[up])
+            up = parent[up]
+        rows.append(chain)
     depth = max((len(r) for r in rows), default=0) or 1
     a = np.full((len(rows), depth), len(rows), dtype=np.int64)
     for i, r in enumerate(rows):
@@ -445,7 +449,7 @@ def save_index(index: Index, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     blobs = {
         "sections.jsonl": "".join(
-            json.dumps({"id": s.id, "title": s.title, "text": s.text}, ensure_ascii=False) + "\n"
+            json.dumps({"id": s.id, "title": s.title, "text": s.text, "parent": s.parent}, ensure_ascii=False) + "\n"
             for s in index.sections.values()
         ).encode("utf-8"),
         "chunks.jsonl": "".join(
@@ -584,12 +588,20 @@ def load_index(directory: Path) -> Index:
 
 # The fields of each JSON-lines file and their types: a line of another shape is refused by
 # name here, not met later as an attribute error while a request is being answered.
-_SECTION_FIELDS: Mapping[str, type] = MappingProxyType({"id": str, "title": str, "text": str})
-_CHUNK_FIELDS: Mapping[str, type] = MappingProxyType({"id": str, "section_id": str, "ordinal": int, "text": str})
-_SENTENCE_FIELDS: Mapping[str, type] = MappingProxyType({"section_id": str, "position": int, "text": str})
+_OPTIONAL_STR = (str, type(None))
+_SECTION_FIELDS: Mapping[str, type | tuple[type, ...]] = MappingProxyType(
+    {"id": str, "title": str, "text": str, "parent": _OPTIONAL_STR}
+)
+_CHUNK_FIELDS: Mapping[str, type | tuple[type, ...]] = MappingProxyType(
+    {"id": str, "section_id": str, "ordinal": int, "text": str}
+)
+_SENTENCE_FIELDS: Mapping[str, type | tuple[type, ...]] = MappingProxyType(
+    {"section_id": str, "position": int, "text": str}
+)
+_KIND = {str: "a string", int: "an integer", _OPTIONAL_STR: "a string or null"}
 
 
-def _records(data: Mapping[str, bytes], name: str, fields: Mapping[str, type]) -> list[dict]:
+def _records(data: Mapping[str, bytes], name: str, fields: Mapping[str, type | tuple[type, ...]]) -> list[dict]:
     """Each line of ``data[name]`` as a JSON object holding exactly ``fields``, each of its type."""
     out = []
     for n, line in enumerate(data[name].decode().splitlines(), 1):
@@ -601,7 +613,7 @@ def _records(data: Mapping[str, bytes], name: str, fields: Mapping[str, type]) -
             raise ValueError(f"{name}: line {n} must be an object with exactly the keys {sorted(fields)}")
         for key, kind in fields.items():
             if not isinstance(item[key], kind) or isinstance(item[key], bool):
-                raise ValueError(f"{name}: line {n}: {key!r} must be {'a string' if kind is str else 'an integer'}")
+                raise ValueError(f"{name}: line {n}: {key!r} must be {_KIND[kind]}")
         out.append(item)
     return out
 
@@ -672,7 +684,11 @@ def check_structure(
     for name, a in (("vectors.npy", vectors), ("sentence_vectors.npy", svectors), ("question_vectors.npy", qvectors)):
         if a.shape[0] and a.shape[1] != dims:
             raise IndexLoadError(f"{name}: vectors of {a.shape[1]} dimensions, meta.json says {dims}")
-    known = {s.id for s in sections}
+    known: set[str] = set()
+    for s in sections:  # a parent precedes its children, so the ancestry has no cycle
+        if s.parent is not None and s.parent not in known:
+            raise IndexLoadError(f"sections.jsonl: {s.id}'s parent {s.parent!r} is not a section before it")
+        known.add(s.id)
     for what, items in (("chunks.jsonl", chunks), ("sentences.jsonl", sentences)):
         stray = sorted({x.section_id for x in items} - known)
         if stray:

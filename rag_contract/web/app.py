@@ -102,6 +102,7 @@ from rag_contract.answering.free_text import (
     validate_question,
 )
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Service
+from rag_contract.config.about import About
 from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.base import EmbedderLoading, EmbedderUnavailable
@@ -379,12 +380,13 @@ def prefers_json(accept: str | None) -> bool:
 # --- presentation ---------------------------------------------------------------------
 
 
-def _templates() -> jinja2.Environment:
+def _templates(about: About) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,  # a renamed key fails the page tests, not silently
     )
+    env.globals["about"] = about  # the project's words for its corpus (project.yaml)
     env.filters["section_href"] = section_href
     env.filters["ms"] = lambda v: f"{float(v):.1f}"
     return env
@@ -445,11 +447,11 @@ def _field(scope: Mapping[str, Any], name: bytes) -> str | None:
     return ", ".join(lines) if lines else None
 
 
-def presentation_fingerprint(templates: Path, max_question_chars: int) -> str:
+def presentation_fingerprint(templates: Path, max_question_chars: int, about: About) -> str:
     """What every page depends on besides its data: the templates, this module (filters,
-    headers, the shape of every JSON body) and the question box's limit."""
+    headers, the shape of every JSON body), the question box's limit and the corpus's words."""
     files = sorted(p for p in templates.iterdir() if p.is_file())
-    parts: list[str | bytes] = [Path(__file__).read_bytes(), str(max_question_chars)]
+    parts: list[str | bytes] = [Path(__file__).read_bytes(), str(max_question_chars), about.name, about.description]
     for p in files:
         parts += [p.name, p.read_bytes()]
     return entity_tag(parts, weak=False)
@@ -859,6 +861,7 @@ def create_app(
     status: Callable[[], Mapping[str, Any]],
     clock: Callable[[], float],
     rate_store: BucketStore,
+    about: About,
     warmup: Callable[[], object] | None = None,
     observer: Observer | None = None,
     ask_ready: Callable[[Index], object] | None = None,
@@ -871,7 +874,8 @@ def create_app(
     (``IndexStatus.as_dict``), called by /health, so it must be cheap (``StatusCache``).
     ``clock`` and ``rate_store`` drive the rate limiter with the allowance in
     ``thresholds.rate_limit``; ``warmup`` (optional) runs once at lifespan startup (what it
-    returns is unused). ``observer`` (optional, ``observability.build_observer``) hears every
+    returns is unused). ``about``: the project's words for its corpus, shown by every page.
+    ``observer`` (optional, ``observability.build_observer``) hears every
     request after its response, the limiter's refusals included: it wraps the limiter.
     ``ask_ready`` (optional; default: always ready) is what ``/health/ready`` asks of the
     served index: it raises ``EmbedderLoading`` while free text cannot be embedded yet.
@@ -905,11 +909,11 @@ def create_app(
         max_question_chars=thresholds.ask.max_question_chars,
         status=status,
         listing=Listing(registry, functools.partial(answer_all, fixed, questions)),
-        templates=_templates(),
+        templates=_templates(about),
         css=(TEMPLATES / "site.css").read_text(encoding="utf-8"),
         warmup=warmup,
         fixed=fixed,
-        presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars),
+        presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars, about),
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
         admission=Admission(AdmissionLimits(**dataclasses.asdict(thresholds.admission))),

@@ -305,6 +305,7 @@ def assemble(
         status=status,
         clock=rate_clock,
         rate_store=rate_store,
+        about=project.about,
         observer=observer,
         ask_ready=ask_readiness(embedders),
     )

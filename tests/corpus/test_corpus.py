@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from rag_contract.corpus.sources import CorpusError, load_corpus, parse_sections, strip_furniture, toc_ids
+from rag_contract.corpus.formats.rfc_text import parse_sections, strip_furniture, toc_ids
+from rag_contract.corpus.sources import CorpusError, load_corpus
 
 SHARED_RFCS = ("rfc3986", "rfc6265", "rfc8259", "rfc9110", "rfc9111", "rfc9112")
 
@@ -25,9 +26,9 @@ def corpus_copy(tmp_path, root):
 
 
 def test_manifest_lists_the_six_rfcs_with_provenance(corpus, root):
-    assert [e.rfc for e in corpus.entries] == list(SHARED_RFCS)
+    assert [e.document for e in corpus.entries] == list(SHARED_RFCS)
     for e in corpus.entries:
-        assert e.source == f"https://www.rfc-editor.org/rfc/{e.rfc}.txt"
+        assert e.source == f"https://www.rfc-editor.org/rfc/{e.document}.txt"
         data = (root / "corpus" / e.file).read_bytes()
         assert len(data) == e.bytes and hashlib.sha256(data).hexdigest() == e.sha256
 
@@ -36,7 +37,7 @@ def test_manifest_lists_the_six_rfcs_with_provenance(corpus, root):
 def test_sections_match_the_rfcs_own_table_of_contents(corpus, rfc, root):
     text = (root / "corpus" / f"{rfc}.txt").read_text(encoding="utf-8")
     toc = toc_ids(rfc, text)
-    parsed = [s.id for s in corpus.sections if s.rfc == rfc]
+    parsed = [s.id for s in corpus.sections if s.document == rfc]
     assert len(parsed) == len(set(parsed)), "duplicate section ids"
     # RFC 3986 and 6265 list three heading levels in their TOC and number a fourth in the
     # body (3986 6.2.2.1-3, 6265 4.1.2.1-6). Those are real sections: every parsed section
@@ -121,4 +122,4 @@ def test_malformed_manifest_is_refused(corpus_copy):
 
 def test_parse_sections_is_deterministic(corpus, root):
     text = (root / "corpus" / "rfc9111.txt").read_text(encoding="utf-8")
-    assert parse_sections("rfc9111", text) == [s for s in corpus.sections if s.rfc == "rfc9111"]
+    assert parse_sections("rfc9111", text) == [s for s in corpus.sections if s.document == "rfc9111"]

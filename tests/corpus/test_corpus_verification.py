@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rag_contract.corpus.formats.markdown import IDENTITY as MARKDOWN_IDENTITY
+from rag_contract.corpus.sections import Section
 from rag_contract.corpus.sources import (
     Corpus,
     CorpusError,
     ManifestEntry,
-    Section,
     corpus_fingerprint,
     load_corpus,
     read_manifest,
@@ -80,7 +81,7 @@ def test_the_manifest_reads_as_entries_sorted_by_file(corpus_dir):
         ),
     )
     assert all(type(e.bytes) is int and type(e.retrieved) is str for e in entries)
-    assert [e.rfc for e in entries] == ["rfc1", "rfc2"]
+    assert [e.document for e in entries] == ["rfc1", "rfc2"]
 
 
 def test_a_missing_manifest_is_named(tmp_path):
@@ -115,7 +116,10 @@ def test_each_listed_file_has_exactly_the_six_keys(tmp_path, change):
     write_corpus(tmp_path, [one, change(entry("rfc2.txt", b"y"))])
     with pytest.raises(CorpusError) as caught:
         read_manifest(tmp_path)
-    assert str(caught.value) == f"{tmp_path / 'manifest.yaml'}: files[1] must have exactly the keys {KEYS}"
+    assert str(caught.value) == (
+        f"{tmp_path / 'manifest.yaml'}: files[1] must have exactly the keys {KEYS}"
+        " (and optionally ['format', 'licence'])"
+    )
 
 
 def test_the_first_bad_entry_is_the_one_named(tmp_path):
@@ -146,10 +150,30 @@ def test_a_text_the_manifest_does_not_list_is_refused_first_by_name(corpus_dir, 
     assert str(caught.value) == f"{extras[0]}: on disk but not in manifest.yaml"
 
 
-def test_files_that_are_not_texts_are_not_the_manifests_business(corpus_dir):
-    (corpus_dir / "SOURCES.md").write_text("notes")
+def test_files_no_format_reads_are_not_the_manifests_business(corpus_dir):
+    (corpus_dir / "mkdocs.yml").write_text("nav: []")
     (corpus_dir / "rfc9.txt.orig").write_text("backup")
     assert set(verify_files(corpus_dir, read_manifest(corpus_dir))) == {"rfc1.txt", "rfc2.txt"}
+
+
+def test_a_readable_file_is_refused_unless_listed_or_kept(corpus_dir):
+    (corpus_dir / "SOURCES.md").write_text("notes")
+    with pytest.raises(CorpusError, match="^SOURCES.md: on disk but not in manifest.yaml$"):
+        verify_files(corpus_dir, read_manifest(corpus_dir))
+    assert set(verify_files(corpus_dir, read_manifest(corpus_dir), kept=("SOURCES.md",))) == {"rfc1.txt", "rfc2.txt"}
+
+
+def test_a_file_no_format_reads_is_refused_in_one_line_naming_the_formats(tmp_path):
+    write_corpus(tmp_path, [entry("rfc1.txt", b"x"), entry("notes.pdf", b"y")])
+    with pytest.raises(CorpusError) as caught:
+        read_manifest(tmp_path)
+    assert str(caught.value) == (
+        "notes.pdf: no format reads this file; formats known: rfc-text (.txt), markdown (.md, .markdown), "
+        "html (.html, .htm)"
+    )
+    write_corpus(tmp_path, [entry("rfc1.txt", b"x") | {"format": "asciidoc"}])
+    with pytest.raises(CorpusError, match=r"^rfc1.txt: format 'asciidoc' is not known; formats known: rfc-text"):
+        read_manifest(tmp_path)
 
 
 def test_a_listed_file_that_is_missing_is_refused(corpus_dir):
@@ -208,6 +232,64 @@ def test_the_fingerprint_hashes_each_file_and_its_hash_in_file_order():
     want = hashlib.sha256(b"a.txt\0aa\nb.txt\0bb\n").hexdigest()
     assert corpus_fingerprint((a, b)) == corpus_fingerprint((b, a)) == want
     assert corpus_fingerprint((a, b)) != corpus_fingerprint((a, ManifestEntry("b.txt", "B", "s", "r", 2, "bc")))
+
+
+def both() -> list[dict]:
+    return [entry(n, t.encode()) for n, t in TEXTS.items()]
+
+
+def test_a_format_with_an_identity_fingerprints_it_and_the_title():
+    md = ManifestEntry("a.md", "Page A", "s", "r", 1, "aa")
+    want = hashlib.sha256(f"a.md\0aa\0{MARKDOWN_IDENTITY}\0Page A\n".encode()).hexdigest()
+    assert corpus_fingerprint((md,)) == want
+    retitled = ManifestEntry("a.md", "Another title", "s", "r", 1, "aa")
+    assert corpus_fingerprint((retitled,)) != want
+    as_text = ManifestEntry("a.md", "Page A", "s", "r", 1, "aa", format="rfc-text")
+    assert corpus_fingerprint((as_text,)) == hashlib.sha256(b"a.md\0aa\n").hexdigest()
+
+
+def test_a_declared_format_reads_the_file_whatever_its_suffix(tmp_path):
+    data = b"Lead.\n\n## One\n\nText.\n"
+    (tmp_path / "page.txt").write_bytes(data)
+    write_corpus(tmp_path, [*both(), entry("page.txt", data) | {"format": "markdown"}])
+    entries = read_manifest(tmp_path)
+    assert [(e.file, e.format, e.document) for e in entries] == [
+        ("page.txt", "markdown", "page.txt"),
+        ("rfc1.txt", None, "rfc1"),
+        ("rfc2.txt", None, "rfc2"),
+    ]
+    corpus = load_corpus(tmp_path)
+    assert [s.id for s in corpus.sections] == ["page.txt", "page.txt#one", "rfc1#1", "rfc2#1"]
+    assert corpus.sections[0].title == "Title of page.txt"  # the lead section, titled by the manifest
+
+
+def test_kept_files_are_names_and_come_back_with_the_corpus(tmp_path):
+    write_corpus(tmp_path)
+    (tmp_path / "NOTES.md").write_text("kept")
+    (tmp_path / "manifest.yaml").write_text("kept: [NOTES.md]\n" + (tmp_path / "manifest.yaml").read_text())
+    assert load_corpus(tmp_path).kept == ("NOTES.md",)
+    for bad in ("kept: NOTES.md\n", "kept: [1]\n", "kept: ['']\n"):
+        (tmp_path / "manifest.yaml").write_text(bad + "files: []\n")
+        with pytest.raises(CorpusError) as caught:
+            read_manifest(tmp_path)
+        assert str(caught.value) == f"{tmp_path / 'manifest.yaml'}: 'kept' must be a list of file names"
+
+
+def test_two_files_giving_one_section_id_are_refused(tmp_path):
+    text = b"Table of Contents\n\n   1.  One\n\n1.  One\n\n   Body.\n"
+    page = b"# 1\n\nBody.\n"
+    (tmp_path / "a.md.txt").write_bytes(text)
+    (tmp_path / "a.md").write_bytes(page)
+    write_corpus(tmp_path, [*both(), entry("a.md.txt", text), entry("a.md", page)])
+    with pytest.raises(CorpusError) as caught:
+        load_corpus(tmp_path)
+    assert str(caught.value) == "manifest.yaml: section id 'a.md#1' is given by two files"
+
+
+def test_optional_keys_are_read_and_a_licence_kept(tmp_path):
+    write_corpus(tmp_path, [both()[0] | {"licence": "MIT", "format": "rfc-text"}, both()[1]])
+    e = read_manifest(tmp_path)[1]  # rfc2.txt, sorted after rfc1.txt
+    assert (e.licence, e.format) == ("MIT", "rfc-text")
 
 
 def test_a_verified_corpus_is_parsed_in_file_order_as_utf8(corpus_dir):

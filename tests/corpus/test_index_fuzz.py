@@ -38,7 +38,7 @@ FUZZ = settings(
 VECTORS = ("vectors.npy", "sentence_vectors.npy", "question_vectors.npy")
 LINES = ("sections.jsonl", "chunks.jsonl", "sentences.jsonl")
 KEYS = {
-    "sections.jsonl": ("id", "title", "text"),
+    "sections.jsonl": ("id", "title", "text", "parent"),
     "chunks.jsonl": ("id", "section_id", "ordinal", "text"),
     "sentences.jsonl": ("section_id", "position", "text"),
 }

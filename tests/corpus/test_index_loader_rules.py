@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from rag_contract.corpus.chunking import Chunk
+from rag_contract.corpus.sections import Section
 from rag_contract.corpus.sentences import Sentence
-from rag_contract.corpus.sources import Section
 from rag_contract.index.store import (
     DERIVED_IDENTITY,
     FILES,
@@ -400,7 +400,7 @@ def raw_npy(a: np.ndarray) -> bytes:
 
 PARSE = "index files do not parse: "
 ROWS = {
-    "sections.jsonl": [{"id": s.id, "title": s.title, "text": s.text} for s in SECTIONS],
+    "sections.jsonl": [{"id": s.id, "title": s.title, "text": s.text, "parent": s.parent} for s in SECTIONS],
     "chunks.jsonl": [{"id": c.id, "section_id": c.section_id, "ordinal": c.ordinal, "text": c.text} for c in CHUNKS],
     "sentences.jsonl": [{"section_id": s.section_id, "position": s.position, "text": s.text} for s in SENTENCES],
 }
@@ -414,6 +414,7 @@ ROWS = {
         ("chunks.jsonl", "id", 7, "'id' must be a string"),
         ("sections.jsonl", "title", ["One"], "'title' must be a string"),
         ("sections.jsonl", "text", 0, "'text' must be a string"),
+        ("sections.jsonl", "parent", 1, "'parent' must be a string or null"),
         ("sentences.jsonl", "position", "0", "'position' must be an integer"),
         ("sentences.jsonl", "position", False, "'position' must be an integer"),
         ("sentences.jsonl", "section_id", None, "'section_id' must be a string"),
@@ -429,7 +430,18 @@ def test_a_field_of_the_wrong_type_is_refused_naming_file_line_and_key(saved, na
 @pytest.mark.parametrize("line", [[], "rfc1#1", {"id": "rfc1#2", "title": "Two"}, None])
 def test_a_line_that_is_not_an_object_of_exactly_the_keys_is_refused(saved, line):
     rehash(saved, "sections.jsonl", jsonl([ROWS["sections.jsonl"][0]]) + json.dumps(line).encode() + b"\n")
-    refused(saved, f"{PARSE}sections.jsonl: line 2 must be an object with exactly the keys ['id', 'text', 'title']")
+    refused(
+        saved,
+        f"{PARSE}sections.jsonl: line 2 must be an object with exactly the keys ['id', 'parent', 'text', 'title']",
+    )
+
+
+@pytest.mark.parametrize("parent", ["rfc1#9", "rfc1#2"])
+def test_a_parent_that_is_not_a_section_before_it_is_refused(saved, parent):
+    rows = [dict(r) for r in ROWS["sections.jsonl"]]
+    rows[0]["parent"] = parent  # unknown, or after it (a cycle could follow)
+    rehash(saved, "sections.jsonl", jsonl(rows))
+    refused(saved, f"sections.jsonl: rfc1#1's parent {parent!r} is not a section before it")
 
 
 def test_an_extra_key_is_refused(saved):

@@ -137,3 +137,46 @@ def test_unused_ceilings_count_what_was_collected_and_the_update_option_ratchets
     assert "retrieval.ceilings.q999: 4 -> None" in out.stdout
     ceilings = yaml.safe_load((pytester_copy / "eval" / "thresholds.yaml").read_text())["retrieval"]["ceilings"]
     assert ceilings["q01"] == committed["q01"] and "q999" not in ceilings
+
+
+def _first_below_the_top(project: Path) -> str:
+    """A question the committed report ranks below first: a ceiling of 1 fails it."""
+    report = json.loads((project / "eval" / "results" / "retrieval.json").read_text())
+    return next(q["id"] for q in report["modes"][report["serving_mode"]]["questions"] if (q["rank"] or 99) > 1)
+
+
+def test_a_further_project_is_gated_as_its_own_file_and_its_regression_is_its_own_red_item(
+    pytester, pytester_copy, root
+):
+    second = copy_project(root / "examples" / "starlette-docs", pytester_copy / "second")
+    qid = _first_below_the_top(second)
+    edit_thresholds(second, lambda t: t["retrieval"]["ceilings"].__setitem__(qid, 1))
+    out = _pytest_gate(
+        pytester, pytester_copy, "-o", "ragcontract_projects=second", str(second / "eval" / "thresholds.yaml")
+    )
+    assert out.returncode == 1, out.stdout[-3000:]
+    assert re.search(r"1 failed, \d+ passed", out.stdout), out.stdout[-1500:]
+    assert f"FAILED second/eval/thresholds.yaml::retrieval/ceiling/{qid}" in out.stdout
+    assert f"[retrieval/ceiling/{qid}] {qid} " in out.stdout
+
+
+def test_the_project_root_option_gates_another_directory(pytester, pytester_copy, root):
+    second = copy_project(root / "examples" / "starlette-docs", pytester_copy / "second")
+    qid = _first_below_the_top(second)
+    edit_thresholds(second, lambda t: t["retrieval"]["ceilings"].__setitem__(qid, 1))
+    result = pytester.runpytest_inprocess(
+        "-m",
+        "gate",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--benchmark-disable",
+        f"--rootdir={pytester_copy}",
+        "-c",
+        str(pytester_copy / "pyproject.toml"),
+        "--ragcontract-root=second",
+        str(second / "eval" / "thresholds.yaml"),
+    )
+    out = str(result.stdout)
+    assert int(result.ret) == 1 and re.search(r"1 failed, \d+ passed", out), out[-1500:]
+    assert f"retrieval/ceiling/{qid}" in out

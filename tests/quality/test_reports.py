@@ -1,7 +1,8 @@
 """Committed numbers cannot drift from the commands that produce them.
 
 retrieval.json and answers.json are held by the gate (report/retrieval, report/answers);
-this file holds the calibration, the abstention report and plot, and the README's generated tables.
+this file holds the calibration, the abstention report and plot, of the RFC project and of the
+example project, and the generated tables of the README and the reference pages.
 """
 
 from __future__ import annotations
@@ -10,26 +11,34 @@ import json
 
 import pytest
 
+from rag_contract.index.store import load_index
+from rag_contract.project import Project, load_project
 from rag_contract.quality.abstention import curve, svg
 from rag_contract.quality.calibration import calibrate
-from tools.readme import RENDERERS, render_readme
+from tests.support import ROOT
+from tools.readme import DOCUMENTS, PROJECTS, RENDERERS, render_readme
+
+
+@pytest.fixture(scope="module", params=PROJECTS, ids=lambda p: p.as_posix())
+def measured(request) -> Project:
+    return load_project(ROOT / request.param)
 
 
 @pytest.fixture(scope="module")
-def calibration(project, index):
-    return calibrate(project, index)
+def calibration(measured):
+    return calibrate(measured, load_index(measured.paths.index))
 
 
-def test_calibration_report_matches_what_the_command_produces(calibration, root):
-    committed = json.loads((root / "eval" / "results" / "calibration.json").read_text())
+def test_calibration_report_matches_what_the_command_produces(calibration, measured):
+    committed = json.loads(measured.paths.result("calibration.json").read_text())
     assert committed == json.loads(json.dumps(calibration)), (
         "rerun `rag-contract calibrate --write-thresholds` and commit eval/results/calibration.json"
     )
 
 
-def test_the_committed_parameters_are_the_full_fit(calibration, project):
+def test_the_committed_parameters_are_the_full_fit(calibration, measured):
     """No hand-tuned number: every fitted value in eval/thresholds.yaml is what calibrate fits."""
-    t = project.thresholds
+    t = measured.thresholds
     fitted = calibration["params"]
     assert dict(t.retrieval.fusion) == fitted["retrieval.fusion"]
     assert t.drafting.evidence_lexical_weight == fitted["drafting.evidence_lexical_weight"]
@@ -47,23 +56,28 @@ def test_out_of_fold_figures_come_from_parameters_fitted_without_the_question(ca
     assert folds == set(range(5))
 
 
-def test_the_answers_report_is_the_in_sample_calibration(calibration, root):
+def test_the_answers_report_is_the_in_sample_calibration(calibration, measured):
     """eval-answers replays the committed drafts under the committed fit: the same states."""
-    answers = json.loads((root / "eval" / "results" / "answers.json").read_text())
+    answers = json.loads(measured.paths.result("answers.json").read_text())
     states = {r["id"]: r["state"] for r in answers["questions"]}
     assert states == {q["id"]: q["in_sample_state"] for q in calibration["questions"]}
 
 
-def test_abstention_report_and_plot_match_the_calibration(root):
-    committed_calibration = json.loads((root / "eval" / "results" / "calibration.json").read_text())
+def test_abstention_report_and_plot_match_the_calibration(measured):
+    committed_calibration = json.loads(measured.paths.result("calibration.json").read_text())
     report = curve(committed_calibration)
-    committed = json.loads((root / "eval" / "results" / "abstention.json").read_text())
+    committed = json.loads(measured.paths.result("abstention.json").read_text())
     assert committed == report, "rerun `rag-contract calibrate` and commit eval/results/abstention.json"
-    assert (root / "docs" / "abstention.svg").read_text() == svg(report)
+    assert (measured.paths.root / "docs" / "abstention.svg").read_text() == svg(report)
 
 
 def test_readme_tables_are_generated_from_the_committed_reports(root):
-    text = (root / "README.md").read_text()
+    texts = {document: (root / document).read_text() for document in DOCUMENTS}
     for name in RENDERERS:
-        assert f"<!-- generated:{name} -->" in text, name
-    assert render_readme(root, text) == text, "run `python -m tools.readme` and commit README.md"
+        assert any(f"<!-- generated:{name} -->" in text for text in texts.values()), name
+    for document, text in texts.items():
+        assert render_readme(root, text, document) == text, f"run `python -m tools.readme` and commit {document}"
+
+
+def test_the_readme_is_an_overview_that_fits_on_a_few_screens(root):
+    assert len((root / "README.md").read_text().splitlines()) <= 300

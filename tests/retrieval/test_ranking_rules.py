@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from rag_contract.corpus.chunking import Chunk
+from rag_contract.corpus.sections import Section
 from rag_contract.corpus.sentences import Sentence
-from rag_contract.corpus.sources import Section
 from rag_contract.index.store import Index, IndexInputs, assemble
 from rag_contract.retrieval.ranking import (
     FUSION_FEATURES,
@@ -217,8 +217,8 @@ def test_fused_ties_rank_by_section_order(index):
 
 NESTED = [
     Section("rfc2#4", "Set-Cookie header", "The header carries one cookie."),
-    Section("rfc2#4.1", "Syntax", "The grammar of the header."),
-    Section("rfc2#4.1.2", "Path attribute", "The scope of the cookie within the site."),
+    Section("rfc2#4.1", "Syntax", "The grammar of the header.", "rfc2#4"),
+    Section("rfc2#4.1.2", "Path attribute", "The scope of the cookie within the site.", "rfc2#4.1"),
     Section("rfc3#4.1", "Expires attribute", "When the cookie lapses."),
 ]
 
@@ -241,7 +241,7 @@ def test_a_section_is_credited_with_the_best_title_share_among_its_ancestors():
     assert title[0] > 0 and title[1] > 0 and title[0] != title[1]
     # rfc2#4.1.2 is under rfc2#4.1 and rfc2#4: the better of the two; rfc2#4.1 under rfc2#4 only
     assert list(ancestor) == pytest.approx([0.0, title[0], max(title[0], title[1]), 0.0])
-    # rfc3#4.1 is not under rfc2#4, though its number says 4.1
+    # rfc3#4.1 is not under rfc2#4, though its number says 4.1: the parents say what nests
 
 
 def test_coverage_counts_the_query_words_anywhere_in_the_passage(index):

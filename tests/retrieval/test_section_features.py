@@ -6,20 +6,33 @@ import numpy as np
 import pytest
 
 from rag_contract.config.thresholds import FUSION_FEATURES
+from rag_contract.corpus.formats.rfc_text import with_parents
+from rag_contract.corpus.sections import Section
 from rag_contract.index.store import _ancestors
 from rag_contract.retrieval.ranking import section_features
 
 
 def test_ancestors_are_the_sections_above_padded_with_the_count():
     ids = ["r#1", "r#2", "r#2.1", "r#2.1.3", "r#2.2.1", "s#2", "r#A"]
-    a = _ancestors(ids)
+    a = _ancestors(with_parents([Section(i, i, "") for i in ids]))
     pad = len(ids)
     assert a.shape == (7, 2)
-    assert a[3].tolist() == [1, 2]  # r#2.1.3 under r#2 and r#2.1
+    assert a[3].tolist() == [2, 1]  # r#2.1.3 under r#2.1, under r#2
     assert a[4].tolist() == [1, pad]  # r#2.2 is not in the index: only r#2 counts
     assert a[5].tolist() == [pad, pad]  # another document's 2 is not r#2's child
     assert a[0].tolist() == a[6].tolist() == [pad, pad]
     assert not a.flags.writeable
+
+
+def test_ancestors_follow_the_parents_whatever_the_ids_say():
+    sections = [
+        Section("p.md", "Page", ""),
+        Section("p.md#a", "A", "", "p.md"),
+        Section("p.md#b", "B", "", "p.md#a"),
+        Section("p.md#c", "C", "", "p.md"),
+    ]
+    a = _ancestors(sections)
+    assert a.tolist() == [[4, 4], [0, 4], [1, 0], [0, 4]]
 
 
 def _features(index, project, text: str) -> dict[str, np.ndarray]:

@@ -90,5 +90,6 @@ def make_app(
         status=fresh_status() if status is None else status,
         clock=rate_clock,
         rate_store=MemoryStore() if rate_store is None else rate_store,
+        about=project.about,
         observer=observer,
     )

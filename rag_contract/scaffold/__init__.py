@@ -1,0 +1,1 @@
+"""A new project from a team's own documents (``rag-contract init``)."""
