@@ -30,8 +30,9 @@ An index built with the adapted embedder (``rag-contract adapt``) was tuned on e
 its vectors rank each question in sample. Its out-of-fold retrieval figures come instead from one
 model per fold, tuned without that fold's questions (``quality.adapted_folds``): each fold's
 fusion is fitted on its training questions' legs under that fold's model, and its held-out
-questions are ranked by theirs. Calibration refuses such an index without a matching fold file.
-The answers' out-of-fold figures (drafting, relevance) still read the served vectors.
+questions are ranked by theirs. Without a file holding every fold, the report says its
+out-of-fold retrieval read the served vectors, in sample for the embedder; a file made for other
+inputs is refused. The answers' out-of-fold figures (drafting, relevance) read the served vectors.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from rag_contract.embedders.local import ADAPTED_NAME
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.project import Project
-from rag_contract.quality.adapted_folds import FOLDS_FILE, FoldLegs, FoldLegsError, fold_meta, load_fold_legs
+from rag_contract.quality.adapted_folds import FOLDS_FILE, FoldLegs, fold_meta, load_fold_legs
 from rag_contract.quality.evaluation import lazy_embed, vectors_for
 from rag_contract.retrieval.ranking import section_columns, section_features
 
@@ -309,12 +310,11 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
         for q in test:
             if q.answerable:
                 oof_ranks[q.id] = expected_rank(index, q, vectors[q.question], params.fusion)
-    adapted = index.embedder_name == ADAPTED_NAME
-    if adapted:
-        legs = load_fold_legs(project.paths.models / FOLDS_FILE, fold_meta(project, assignment))
-        if legs.missing:
-            raise FoldLegsError(f"{FOLDS_FILE}: no model for fold(s) {legs.missing}; run `rag-contract adapt --folds`")
-        oof_ranks = adapted_oof_ranks(index, questions, assignment, legs)
+    retrieval_source = "served vectors"
+    if index.embedder_name == ADAPTED_NAME:
+        retrieval_source, legs = adapted_fold_legs(project, assignment)
+        if legs is not None:
+            oof_ranks = adapted_oof_ranks(index, questions, assignment, legs)
     full, rows = _fit(index, project.thresholds, questions, questions, vectors, query_vector, false_answer_cost)
     in_rows = {r.id: r for r in rows}
     in_states = {qid: state_of(r, full.relevance) for qid, r in in_rows.items()}
@@ -327,7 +327,7 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
         "index_version": index.version,
         "question_fingerprint": project.questions.fingerprint,
         "folds": FOLDS,
-        "out_of_fold_retrieval": f"one adapted model per fold ({FOLDS_FILE})" if adapted else "served vectors",
+        "out_of_fold_retrieval": retrieval_source,
         "false_answer_cost": false_answer_cost,
         "params": full.as_dict(),
         "fold_params": per_fold,
@@ -350,13 +350,27 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
     }
 
 
+def adapted_fold_legs(project: Project, assignment: Mapping[str, int]) -> tuple[str, FoldLegs | None]:
+    """Where an adapted index's out-of-fold ranks come from, and the legs when the fold file holds
+    every fold; else the served vectors, labelled as in sample for the embedder. A file made for
+    other inputs is refused (``load_fold_legs``): it would report another question set."""
+    path = project.paths.models / FOLDS_FILE
+    in_sample = "served vectors: the adapted embedder was tuned on these questions"
+    if not path.is_file():
+        return f"{in_sample} ({FOLDS_FILE} missing)", None
+    legs = load_fold_legs(path, fold_meta(project, assignment))
+    if legs.missing:
+        return f"{in_sample} ({FOLDS_FILE} lacks folds {legs.missing})", None
+    return f"one adapted model per fold, tuned without its questions ({FOLDS_FILE})", legs
+
+
 def adapted_oof_ranks(
     index: Index, questions: Sequence[Question], assignment: Mapping[str, int], legs: FoldLegs
 ) -> dict[str, int]:
     """Each answerable question's expected rank under its fold's adapted model: that fold's fusion
     fitted on its training questions' legs (as ``fit_fusion``), its held-out questions ranked."""
     ranks: dict[str, int] = {}
-    for f in range(FOLDS):
+    for f in sorted(legs.legs):  # calibrate refuses a file missing a fold; a partial run ranks its own
 
         def columns(index: Index, text: str, _vector: np.ndarray, fold: int = f) -> np.ndarray:
             return section_columns(index, text, *legs.of(fold, text))

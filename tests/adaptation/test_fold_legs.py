@@ -4,10 +4,21 @@ those vectors. So the only thing that changes with per-fold adapted models is th
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import replace
 
-from rag_contract.quality.adapted_folds import fold_meta, load_fold_legs, save_fold_legs
-from rag_contract.quality.calibration import FOLDS, adapted_oof_ranks, expected_rank, fit_fusion, folds
+import numpy as np
+import pytest
+
+from rag_contract.project import Paths
+from rag_contract.quality.adapted_folds import FOLDS_FILE, FoldLegsError, fold_meta, load_fold_legs, save_fold_legs
+from rag_contract.quality.calibration import (
+    FOLDS,
+    adapted_fold_legs,
+    adapted_oof_ranks,
+    expected_rank,
+    fit_fusion,
+    folds,
+)
 from rag_contract.retrieval.ranking import vector_legs
 
 
@@ -52,3 +63,24 @@ def test_a_folds_own_legs_decide_its_ranks(tmp_path, project, index):
     fold0 = [q.id for q in answerable if assignment[q.id] == 0]
     assert np.mean([moved[i] for i in fold0]) < np.mean([base[i] for i in fold0])
     assert all(moved[q.id] == base[q.id] for q in answerable if assignment[q.id] != 0)
+
+
+def test_an_adapted_index_reads_the_fold_models_only_from_a_complete_file_of_its_inputs(tmp_path, project, index):
+    questions = project.questions.questions
+    answerable = [q for q in questions if q.answerable]
+    assignment = folds(questions)
+    here = replace(project, paths=Paths(tmp_path))
+    path = tmp_path / "models" / FOLDS_FILE
+    source, legs = adapted_fold_legs(here, assignment)
+    assert legs is None and "tuned on these questions" in source and "missing" in source
+    same = [vector_legs(index, index.question_vectors[q.question]) for q in answerable]
+    texts = [q.question for q in answerable]
+    save_fold_legs(path, fold_meta(project, assignment), texts, {0: same})
+    source, legs = adapted_fold_legs(here, assignment)
+    assert legs is None and "lacks folds [1, 2, 3, 4]" in source
+    save_fold_legs(path, fold_meta(project, assignment), texts, dict.fromkeys(range(FOLDS), same))
+    source, legs = adapted_fold_legs(here, assignment)
+    assert legs is not None and source.startswith("one adapted model per fold")
+    save_fold_legs(path, fold_meta(project, assignment) | {"question_fingerprint": "other"}, texts, {0: same})
+    with pytest.raises(FoldLegsError, match="question_fingerprint"):
+        adapted_fold_legs(here, assignment)
