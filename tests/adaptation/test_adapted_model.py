@@ -5,6 +5,8 @@ refused when it was made for other inputs."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -94,3 +96,15 @@ def test_saving_the_same_legs_twice_gives_the_same_bytes(tmp_path):
     for name in ("a.npz", "b.npz"):
         save_fold_legs(tmp_path / name, {"folds": 1}, ["q"], {0: _legs(1, 4, 0.5)})
     assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+
+
+def test_the_committed_adapted_model_is_the_one_its_record_and_the_index_name(root, index):
+    path = adapted_model_file(root / "models")
+    if not path.is_file():
+        pytest.skip("this project serves the shipped model")
+    record = json.loads(path.with_suffix(".json").read_text())
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert record["sha256"] == digest
+    assert record["export_check"]["min_cosine"] >= record["export_check"]["floor"] >= 0.998
+    if index.embedder_name == ADAPTED_NAME:
+        assert f"model_sha256={digest}" in index.inputs.embedder_identity
