@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from rag_contract.index.status import index_status
 from rag_contract.index.store import IndexInputs
 from rag_contract.project import Paths
 from rag_contract.quality.adapted_folds import FoldLegsError, load_fold_legs, save_fold_legs
+from tools.project_copy import copy_project, edit_thresholds
 
 
 def _model(models: Path, content: bytes) -> Path:
@@ -59,17 +59,17 @@ def test_the_session_runs_the_bytes_that_were_hashed(tmp_path):
     assert embedder._model_source() == b"hashed" and identity == embedder.identity
 
 
-def test_an_index_built_with_another_model_is_stale_and_says_embedder(tmp_path, root):
-    for part in ("corpus", "index", "eval"):
-        shutil.copytree(root / part, tmp_path / part)
-    _model(tmp_path / "models", b"an adapted model")
-    thresholds = tmp_path / "eval" / "thresholds.yaml"
-    thresholds.write_text(thresholds.read_text().replace("embedder: minilm-l6-int8", f"embedder: {ADAPTED_NAME}", 1))
-    status = index_status(Paths(tmp_path))
+def test_an_index_built_with_another_model_is_stale_and_says_embedder(tmp_path, root, index):
+    checkout = copy_project(root, tmp_path)
+    _model(checkout / "models", b"another adapted model")
+    edit_thresholds(checkout, lambda raw: raw["index"].update(embedder=ADAPTED_NAME))
+    status = index_status(Paths(checkout))
     assert not status.fresh
     (change,) = status.changes
-    assert change.what == "embedder" and change.disk_has.startswith(f"{ADAPTED_NAME};model_sha256=")
-    assert "embedder: index has minilm-l6-int8" in status.describe()
+    digest = hashlib.sha256(b"another adapted model").hexdigest()
+    assert change.what == "embedder" and change.index_has == index.inputs.embedder_identity
+    assert change.disk_has.startswith(f"{ADAPTED_NAME};model_sha256={digest};")
+    assert f"embedder: index has {index.inputs.embedder_identity}" in status.describe()
 
 
 def _legs(n: int, s: int, value: float) -> list[tuple[np.ndarray, np.ndarray]]:
