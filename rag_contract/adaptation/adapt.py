@@ -131,31 +131,36 @@ def adapt_folds(
     meta = fold_meta(project, assignment) | {"settings": settings.as_dict(), "pair_kinds": list(kinds)}
     target = out or project.paths.models / FOLDS_FILE
     legs: dict[int, list] = {}
-    per_fold = []
+    per_fold: list[dict] = []
     for f in folds:
         train_questions: list[Question] = [q for q in questions if assignment[q.id] != f]
         pairs = training_pairs(project.corpus.sections, project.chunk_params, train_questions, kinds)
-        trained = train(pairs, settings, progress)
-        started = time.monotonic()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"fold{f}.onnx"
-            check = _export_checked(trained, path, sample)
-            embedder = AdaptedEmbedder(model_file=path)
-            fold_index = replace(
-                index, vectors=embedder.embed(chunk_texts), sentence_vectors=embedder.embed(sentence_texts)
+        if f > folds[0] and "question" not in kinds:
+            # no question pairs: every fold's model is the first one (training is deterministic)
+            legs[f] = legs[folds[0]]
+            per_fold.append(per_fold[0] | {"fold": f, "same_model_as_fold": folds[0]})
+        else:
+            trained = train(pairs, settings, progress)
+            started = time.monotonic()
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / f"fold{f}.onnx"
+                check = _export_checked(trained, path, sample)
+                embedder = AdaptedEmbedder(model_file=path)
+                fold_index = replace(
+                    index, vectors=embedder.embed(chunk_texts), sentence_vectors=embedder.embed(sentence_texts)
+                )
+                qvectors = embedder.embed([q.question for q in answerable])
+            legs[f] = [vector_legs(fold_index, v) for v in qvectors]
+            per_fold.append(
+                {
+                    "fold": f,
+                    "pairs": _pairs_record(pairs),
+                    "steps": trained.steps,
+                    "train_seconds": round(trained.seconds),
+                    "embed_seconds": round(time.monotonic() - started),
+                    "export_check": check.as_dict(),
+                }
             )
-            qvectors = embedder.embed([q.question for q in answerable])
-        legs[f] = [vector_legs(fold_index, v) for v in qvectors]
-        per_fold.append(
-            {
-                "fold": f,
-                "pairs": _pairs_record(pairs),
-                "steps": trained.steps,
-                "train_seconds": round(trained.seconds),
-                "embed_seconds": round(time.monotonic() - started),
-                "export_check": check.as_dict(),
-            }
-        )
         # written after every fold: an interrupted run keeps the folds it finished
         save_fold_legs(target, meta | {"per_fold": per_fold}, [q.question for q in answerable], legs)
         if progress:
