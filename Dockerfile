@@ -28,11 +28,13 @@ COPY rag_contract/ rag_contract/
 COPY pytest_ragcontract/ pytest_ragcontract/
 RUN pip install -c requirements.lock .
 
-# What is served: the corpus, the index built from it, the question set, the bars, the
+# What is served: the corpus, the index built from it (and the embedder model it was built
+# with, tuned on this corpus by `rag-contract adapt`), the question set, the bars, the
 # prices, and the recorded drafts the fixed questions replay.
 COPY corpus/ corpus/
 COPY project.yaml ./
 COPY index/ index/
+COPY models/minilm-l6-adapted.onnx models/
 COPY eval/questions.yaml eval/thresholds.yaml eval/prices.yaml eval/
 COPY eval/fixtures/ eval/fixtures/
 

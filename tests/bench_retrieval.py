@@ -34,7 +34,7 @@ def test_served_answer_fixture_path(benchmark, index, project, root):
         Registry(index),
         project.thresholds,
         FixtureDrafter(root / "eval" / "fixtures" / "drafts"),
-        query_vector=committed_vector(make_embedder(index.embedder_name)),
+        query_vector=committed_vector(make_embedder(index.embedder_name, root / "models")),
     )
     qs = project.questions.questions
 

@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     project = load_project()
     index = load_index(project.paths.index)
     questions = project.questions.questions
-    vectors = vectors_for(index, questions, lazy_embed(index))
+    vectors = vectors_for(index, questions, lazy_embed(index, project.paths.models))
     print("| trial | recall@1 | MRR | recall@10 |\n|---|---:|---:|---:|")
     for name in names:
         m = out_of_fold(index, TRIALS[name], questions, vectors)

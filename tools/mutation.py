@@ -41,7 +41,18 @@ REPORT = Path("eval") / "results" / "mutation.json"
 TOOL = "mutmut"
 
 # Not part of the checkout a test reads: environments, caches, scratch.
-_NOT_COPIED = {".git", ".venv", "mutants", "tmp", "build", "dist", ".hypothesis", ".pytest_cache", ".ruff_cache"}
+_NOT_COPIED = {
+    ".git",
+    ".venv",
+    ".venv-train",
+    "mutants",
+    "tmp",
+    "build",
+    "dist",
+    ".hypothesis",
+    ".pytest_cache",
+    ".ruff_cache",
+}
 # mutmut's exit codes that mean the tests noticed (a failing test, pytest's internal error, a timeout).
 _KILLED = {1, 3}
 _TIMEOUT = {36, 24, -24, 152, 255}

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import tempfile
 from pathlib import Path
 
 from rag_contract.quality.ci_report import FailedItem, step_summary
 from rag_contract.quality.gate import GateContext, checks, run_check
 from rag_contract.quality.report_diff import ReportSet, diff_reports, load_report_set
+from tools.project_copy import copy_project
 
 REGRESSED, DROPPED = "q02", "rfc3986#6.2.2.1"
 IMPROVED, ADDED = "q03", "rfc3986#A"
@@ -62,9 +62,7 @@ def remeasure(ctx: GateContext) -> None:
 
 def example_summary(root: Path) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp)
-        for name in ("corpus", "index", "eval"):
-            shutil.copytree(Path(root) / name, copy / name)
+        copy = copy_project(Path(root), Path(tmp))
         regress_and_improve(copy)
         ctx = GateContext(copy)
         remeasure(ctx)

@@ -14,6 +14,8 @@ def copy_project(root: Path, dst: Path) -> Path:
     dst.mkdir(parents=True, exist_ok=True)
     for name in ("corpus", "index", "eval"):
         shutil.copytree(root / name, dst / name)
+    if (root / "models").is_dir():  # the adapted embedder's model, when the project has one
+        shutil.copytree(root / "models", dst / "models")
     for name in ("pyproject.toml", "project.yaml"):
         if (root / name).is_file():  # an example project has no pyproject.toml of its own
             shutil.copy(root / name, dst / name)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from rag_contract.project import Paths, find_root
 from tools import container, injection, observability_load, probe, redbot_lint, request_cpu, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
+from tools.project_copy import copy_project
 
 _BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
 
@@ -288,9 +288,7 @@ def stale_example(root: Path) -> str:
     """What index-status says after one byte is appended to a corpus file (manifest updated),
     run for real on a temporary copy of the project."""
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp)
-        for name in ("corpus", "index", "eval"):
-            shutil.copytree(root / name, copy / name)
+        copy = copy_project(root, Path(tmp))
         target = copy / "corpus" / "rfc8259.txt"
         old = target.read_bytes()
         target.write_bytes(old + b"x")

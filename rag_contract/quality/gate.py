@@ -128,7 +128,7 @@ class GateContext:
             self.thresholds,
             FixtureDrafter(self.project.paths.drafts),
             clock=frozen_clock,
-            query_vector=committed_vector(make_embedder(self.index.embedder_name)),
+            query_vector=committed_vector(make_embedder(self.index.embedder_name, self.project.paths.models)),
         )
 
     @cached_property

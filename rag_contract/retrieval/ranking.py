@@ -87,9 +87,23 @@ def section_features(index: Index, query_text: str, query_vector: np.ndarray) ->
     words anywhere in the passage; ``rank_fusion`` the reciprocal-rank fusion of the dense,
     sentence and lexical legs, scaled so one first place is about 1/3.
     """
+    dense, sentence = vector_legs(index, query_vector)
+    return section_columns(index, query_text, dense, sentence)
+
+
+def vector_legs(index: Index, query_vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per section, in ``index.section_order``: the best chunk's and the best sentence's cosine."""
     n = len(index.section_order)
-    dense = best_per_group(similarities(index.vectors, query_vector), index.chunk_runs, n)
-    sentence = best_per_group(similarities(index.sentence_vectors, query_vector), index.sentence_runs, n)
+    return (
+        best_per_group(similarities(index.vectors, query_vector), index.chunk_runs, n),
+        best_per_group(similarities(index.sentence_vectors, query_vector), index.sentence_runs, n),
+    )
+
+
+def section_columns(index: Index, query_text: str, dense: np.ndarray, sentence: np.ndarray) -> np.ndarray:
+    """``section_features`` with the two vector legs given (``vector_legs``, possibly of another
+    embedder's vectors over the same sections); every other column from ``index``."""
+    n = len(index.section_order)
     bm25 = best_per_group(index.lexical.scores(query_text), index.chunk_runs, n)
     lexical = np.maximum(bm25, 0.0) / bm25.max() if bm25.max() > 0 else np.zeros_like(bm25)
     terms = set(content_words(query_text))

@@ -31,6 +31,7 @@ one is ``ServeConfigError``, one line naming the setting, before anything starts
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -287,7 +288,8 @@ def assemble(
     the embedder its index was built with, ``loaded_on_demand``: nothing is loaded at start,
     so the socket is bound and the fixed answers served before any model is in memory.
     ``observer``: traces, metrics and the access log (``served_observer``), none when None."""
-    embedders = loaded_on_demand(embedders or embedder_for())
+    made = embedder_for(functools.partial(make_embedder, models=project.paths.models))
+    embedders = loaded_on_demand(embedders or made)
     fixed, free = build_services(
         registry,
         project.thresholds,

@@ -1,0 +1,128 @@
+"""Training pairs for the embedder, from the corpus's structure and the committed questions.
+
+Contract: every pair is (anchor, positive, group). A pair's positive is a text the index embeds or
+a close variant of one; ``group`` is the section the positive belongs to, so a batch never counts
+another pair of the same section as a negative. Built from ``Section`` ids, titles and texts alone
+(no corpus-specific parsing), so the same rules serve any corpus:
+
+- ``heading``: a section's heading path (its ancestors' titles, then its own, joined by " > ") ->
+  each of its chunks, untitled (the title would hand the answer to the model);
+- ``cloze``: inverse cloze, one sentence per chunk -> that chunk with the sentence taken out,
+  title-prefixed as the index embeds it; the sentence is picked by a hash of the chunk id, so the
+  choice is the same on every machine and does not move when another chunk changes;
+- ``question``: a committed answerable question -> each chunk of each expected section,
+  title-prefixed. Only the questions passed in are used: a fold passes its training questions.
+
+Everything here is plain Python: the rules are tested without torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from rag_contract.config.questions import Question
+from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
+from rag_contract.corpus.sentences import sentences
+from rag_contract.corpus.sources import Section
+
+KINDS = ("heading", "cloze", "question")
+CLOZE_MIN_WORDS = 6  # shorter sentences (list items, ABNF fragments) say too little to find their chunk
+PATH_SEPARATOR = " > "
+
+
+@dataclass(frozen=True)
+class Pair:
+    kind: str
+    anchor: str
+    positive: str
+    group: str  # the section the positive belongs to
+
+
+def ancestors(section_id: str, known: Mapping[str, Section]) -> list[Section]:
+    """The sections above ``section_id`` by its dotted number (``doc#2`` and ``doc#2.1`` above
+    ``doc#2.1.3``), outermost first, those the corpus holds; none for an undotted id."""
+    doc, sep, number = section_id.partition("#")
+    if not sep:
+        return []
+    parts = number.split(".")
+    return [known[a] for k in range(1, len(parts)) if (a := f"{doc}#{'.'.join(parts[:k])}") in known]
+
+
+def heading_path(section: Section, known: Mapping[str, Section]) -> str:
+    return PATH_SEPARATOR.join([*(a.title for a in ancestors(section.id, known)), section.title])
+
+
+def _titled(title: str, text: str) -> str:
+    # as the index embeds a chunk (index.store.embed_text); repeated here to keep this layer below index
+    return f"{title}: {text}"
+
+
+def _pick(key: str, n: int) -> int:
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % n
+
+
+def heading_pairs(sections: Sequence[Section], chunks: Sequence[Chunk]) -> list[Pair]:
+    known = {s.id: s for s in sections}
+    return [Pair("heading", heading_path(known[c.section_id], known), c.text, c.section_id) for c in chunks]
+
+
+def cloze_pairs(sections: Sequence[Section], chunks: Sequence[Chunk]) -> list[Pair]:
+    known = {s.id: s for s in sections}
+    out = []
+    for c in chunks:
+        candidates = [s for s in sentences(c.text) if len(s.split()) >= CLOZE_MIN_WORDS]
+        if len(candidates) < 2:  # a one-sentence chunk has no context left to find
+            continue
+        sentence = candidates[_pick(c.id, len(candidates))]
+        context = " ".join(s for s in sentences(c.text) if s != sentence)
+        out.append(Pair("cloze", sentence, _titled(known[c.section_id].title, context), c.section_id))
+    return out
+
+
+def question_pairs(sections: Sequence[Section], chunks: Sequence[Chunk], questions: Iterable[Question]) -> list[Pair]:
+    known = {s.id: s for s in sections}
+    by_section: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_section.setdefault(c.section_id, []).append(c)
+    return [
+        Pair("question", q.question, _titled(known[sid].title, c.text), sid)
+        for q in questions
+        if q.answerable
+        for sid in q.expected
+        for c in by_section.get(sid, [])
+    ]
+
+
+def training_pairs(
+    sections: Sequence[Section],
+    params: ChunkParams,
+    questions: Iterable[Question],
+    kinds: Sequence[str] = KINDS,
+) -> list[Pair]:
+    """The pairs of ``kinds`` over the corpus chunked by ``params``, in a fixed order."""
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown pair kind(s) {unknown}; known: {list(KINDS)}")
+    chunks = chunk_sections(sections, params)
+    out: list[Pair] = []
+    if "heading" in kinds:
+        out += heading_pairs(sections, chunks)
+    if "cloze" in kinds:
+        out += cloze_pairs(sections, chunks)
+    if "question" in kinds:
+        out += question_pairs(sections, chunks, questions)
+    return out
+
+
+def batches(pairs: Sequence[Pair], size: int, seed: int, epoch: int) -> list[list[int]]:
+    """The pairs' rows shuffled by (seed, epoch) and cut into batches of ``size`` (the last may be
+    shorter); the same arguments give the same batches on every machine."""
+    order = sorted(range(len(pairs)), key=lambda i: hashlib.sha256(f"{seed}:{epoch}:{i}".encode()).hexdigest())
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def negatives_mask(groups: Sequence[str]) -> list[list[bool]]:
+    """mask[i][j]: True where positive j may serve as a negative for anchor i (another section's)."""
+    return [[i == j or gi != gj for j, gj in enumerate(groups)] for i, gi in enumerate(groups)]

@@ -1,0 +1,111 @@
+"""The training pairs' rules, without torch: what each pair kind holds, that a fold's held-out
+questions never reach its pairs, and that batches and negatives are what the loss assumes."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_contract.adaptation.pairs import (
+    KINDS,
+    ancestors,
+    batches,
+    cloze_pairs,
+    heading_path,
+    negatives_mask,
+    question_pairs,
+    training_pairs,
+)
+from rag_contract.config.questions import Question
+from rag_contract.corpus.chunking import ChunkParams, chunk_sections
+from rag_contract.corpus.sentences import sentences
+from rag_contract.corpus.sources import Section
+
+PARAMS = ChunkParams(40, 10)
+
+
+def _prose(topic: str, n: int) -> str:
+    return " ".join(f"Rule {i} of {topic} holds for every {i}th message a server sends." for i in range(n))
+
+
+SECTIONS = [
+    Section("doc#1", "Caching", _prose("caching", 3)),
+    Section("doc#1.2", "Freshness", _prose("freshness", 9)),
+    Section("doc#1.2.3", "Heuristic Freshness", _prose("heuristics", 2)),
+    Section("other#A", "Appendix", _prose("grammar", 2)),
+]
+
+
+def test_heading_path_names_each_ancestor_outermost_first_and_skips_missing_ones():
+    known = {s.id: s for s in SECTIONS}
+    assert heading_path(known["doc#1.2.3"], known) == "Caching > Freshness > Heuristic Freshness"
+    assert heading_path(known["other#A"], known) == "Appendix"
+    assert [a.id for a in ancestors("doc#1.9.3", known)] == ["doc#1"]  # doc#1.9 is not in the corpus
+    assert ancestors("no-number-here", known) == []
+
+
+def test_heading_pairs_give_each_chunk_its_path_untitled():
+    chunks = chunk_sections(SECTIONS, PARAMS)
+    pairs = training_pairs(SECTIONS, PARAMS, [], kinds=("heading",))
+    assert len(pairs) == len(chunks)
+    for p, c in zip(pairs, chunks, strict=True):
+        assert p.kind == "heading" and p.positive == c.text and p.group == c.section_id
+        assert not p.positive.startswith(p.anchor.split(" > ")[-1] + ":")
+
+
+def test_cloze_takes_the_sentence_out_of_its_titled_chunk():
+    chunks = chunk_sections(SECTIONS, PARAMS)
+    pairs = cloze_pairs(SECTIONS, chunks)
+    assert pairs, "chunks of several sentences give cloze pairs"
+    known = {s.id: s for s in SECTIONS}
+    for p in pairs:
+        assert p.positive.startswith(known[p.group].title + ": ")
+        assert p.anchor not in p.positive
+        assert len(p.anchor.split()) >= 6
+
+
+def test_cloze_choice_does_not_move_when_another_chunk_changes():
+    chunks = chunk_sections(SECTIONS, PARAMS)
+    before = {p.group: p.anchor for p in cloze_pairs(SECTIONS, chunks) if p.group == "doc#1.2"}
+    edited = [*SECTIONS[:3], Section("other#A", "Appendix", "Entirely different words in this section now. " * 2)]
+    after = {p.group: p.anchor for p in cloze_pairs(edited, chunk_sections(edited, PARAMS)) if p.group == "doc#1.2"}
+    assert before == after and before
+
+
+def test_a_chunk_of_one_sentence_gives_no_cloze_pair():
+    one = [Section("doc#9", "Short", "Only this one sentence is in the section body.")]
+    assert len(sentences(one[0].text)) == 1
+    assert cloze_pairs(one, chunk_sections(one, PARAMS)) == []
+
+
+def test_question_pairs_hold_only_the_questions_given_and_only_answerable_ones():
+    chunks = chunk_sections(SECTIONS, PARAMS)
+    train = Question("t1", "How long is a response fresh?", expected=("doc#1.2",))
+    held_out = Question("h1", "Can a cache guess a lifetime?", expected=("doc#1.2.3",))
+    refusal = Question("r1", "What does the cache cost?", answerable=False, expected_state="unsupported")
+    pairs = question_pairs(SECTIONS, chunks, [train, refusal])
+    freshness = [c for c in chunks if c.section_id == "doc#1.2"]
+    assert len(pairs) == len(freshness) > 1  # every chunk of the expected section
+    assert {p.anchor for p in pairs} == {train.question}
+    assert all(p.positive == f"Freshness: {c.text}" for p, c in zip(pairs, freshness, strict=True))
+    everything = training_pairs(SECTIONS, PARAMS, [train, refusal])
+    assert held_out.question not in {p.anchor for p in everything}
+    assert {p.kind for p in everything} == set(KINDS)
+
+
+def test_an_unknown_pair_kind_is_refused_naming_it():
+    with pytest.raises(ValueError, match="definition"):
+        training_pairs(SECTIONS, PARAMS, [], kinds=("heading", "definition"))
+
+
+def test_batches_cover_every_pair_once_per_epoch_in_a_seeded_order():
+    pairs = training_pairs(SECTIONS, PARAMS, [])
+    first = batches(pairs, 4, seed=0, epoch=0)
+    assert sorted(i for b in first for i in b) == list(range(len(pairs)))
+    assert all(len(b) == 4 for b in first[:-1])
+    assert first == batches(pairs, 4, seed=0, epoch=0)
+    assert first != batches(pairs, 4, seed=0, epoch=1) != batches(pairs, 4, seed=1, epoch=0)
+
+
+def test_a_positive_of_the_anchors_own_section_is_never_its_negative():
+    mask = negatives_mask(["a", "b", "a"])
+    assert mask == [[True, True, False], [True, True, True], [False, True, True]]
