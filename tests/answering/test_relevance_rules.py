@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rag_contract.answering.asked import AnswerType, Asked
 from rag_contract.answering.grounding import Claim, Verdict
 from rag_contract.answering.relevance import (
     ANSWERS,
@@ -273,3 +274,80 @@ def test_as_dict_rounds_to_four_places_and_carries_the_reason():
         "ceiling": ANSWERS,
         "reason": "the claims stop short of the question: no kept claim addresses 'a'; the corpus never uses 'a'",
     }
+
+
+# --- the rules that bound the verdict (answering.asked) ------------------------------------------
+
+ASKED = Asked(
+    (AnswerType.NUMBER, AnswerType.STATUS_CODE, AnswerType.YES_NO), ("lifetime", "cookie", "max-age", "x"), ()
+)
+
+
+@pytest.mark.parametrize(
+    ("unknown", "missing", "focus_said", "ceiling"),
+    [
+        ((), (), True, ANSWERS),
+        (("hpack",), (), True, OFF_TOPIC),
+        (("hpack",), (AnswerType.NUMBER,), False, OFF_TOPIC),  # an unknown subject outranks the rest
+        ((), (AnswerType.NUMBER,), True, STOPS_SHORT),
+        ((), (), False, STOPS_SHORT),
+    ],
+)
+def test_the_ceiling(unknown, missing, focus_said, ceiling):
+    assert Relevance(ANSWERS, 0.0, F, (), (), unknown, ASKED, missing, focus_said).ceiling == ceiling
+
+
+def test_the_reason_names_each_missing_type_and_the_unmentioned_focus():
+    r = Relevance(STOPS_SHORT, 0.0, F, (), (), (), ASKED, (AnswerType.NUMBER, AnswerType.STATUS_CODE), False)
+    assert r.reason() == (
+        "the claims stop short of the question: no kept claim gives a number for 'lifetime cookie max-age'; "
+        "no kept claim gives a status code for 'lifetime cookie max-age'; "
+        "no kept claim mentions 'lifetime', 'cookie', 'max-age'"
+    )
+    assert (
+        Relevance(STOPS_SHORT, 0.0, F, (), (), (), None, (), False).reason() == "the claims stop short of the question"
+    )
+    empty = Asked((AnswerType.NUMBER,), (), ())
+    assert Relevance(STOPS_SHORT, 0.0, F, (), (), (), empty, (AnswerType.NUMBER,), True).reason() == (
+        "the claims stop short of the question: no kept claim gives a number for ''"
+    )
+
+
+def test_the_reason_an_answer_stands():
+    r = Relevance(ANSWERS, 0.0, F, (), (), (), ASKED, (), True)
+    assert r.reason() == (
+        "the kept claims address the question: they give a number and a status code "
+        "and they mention the question's focus"
+    )
+    no_focus = Asked((AnswerType.YES_NO,), (), ())
+    assert Relevance(ANSWERS, 0.0, F, (), (), (), no_focus, (), True).reason() == "the kept claims address the question"
+    focus_only = Asked((AnswerType.YES_NO,), ("x",), ())
+    assert Relevance(ANSWERS, 0.0, F, (), (), (), focus_only, (), True).reason() == (
+        "the kept claims address the question: they mention the question's focus"
+    )
+
+
+def test_as_dict_carries_what_was_asked():
+    r = Relevance(STOPS_SHORT, 0.0, F, (), (), (), ASKED, (AnswerType.NUMBER,), True)
+    d = r.as_dict()
+    assert (d["answer_type"], d["types"], d["focus"]) == (
+        "number",
+        ["number", "status_code", "yes_no"],
+        list(ASKED.focus),
+    )
+    assert (d["missing"], d["ceiling"], d["unknown"]) == (["number"], STOPS_SHORT, [])
+
+
+def test_assess_holds_the_answer_to_its_type_and_focus(index):
+    # "how long" asks for a number; the claim about the Secure attribute gives none
+    r = assess("How long is the lifetime the Max-Age attribute sets?", QUERY, [kept(SECURE)], index, CONFIG, SCORES)
+    assert r.asked is not None and r.asked.answer_type is AnswerType.NUMBER
+    assert r.missing == (AnswerType.NUMBER,) and r.focus_said and r.unknown == ()
+    assert r.ceiling == STOPS_SHORT and r.verdict in (STOPS_SHORT, OFF_TOPIC)
+    # a claim that gives a number and says the focus is held to nothing
+    claim = kept("The Max-Age attribute sets a lifetime of 3600 seconds.")
+    r = assess("How long is the lifetime the Max-Age attribute sets?", QUERY, [claim], index, CONFIG, SCORES)
+    assert r.missing == () and r.focus_said and r.ceiling == ANSWERS
+    # claims that never mention the focus
+    r = assess("Is the lifetime ever negative?", QUERY, [kept(RANGE, "rfc1#2")], index, CONFIG, SCORES)
+    assert not r.focus_said and r.ceiling == STOPS_SHORT
