@@ -6,12 +6,12 @@ it, however well its sentences match the question's words. A question also has a
 words that name what it is asked about, apart from the engineer's own situation ("Our CDN ...",
 "my parser"). Three rules follow, each deterministic:
 
-- **Answer type.** Each interrogative sentence is classified (``classify``). An answer stands
-  only if its kept claims hold an instance of the type some interrogative sentence asks for
-  (``satisfied``): a digit or a number word for ``number``, a three-digit status code for
-  ``status_code``, a name shaped like a protocol element for ``name``. ``yes_no``,
-  ``procedure``, ``definition`` and ``other`` are satisfied by any claim; ``choice`` by a claim
-  naming one of the options.
+- **Answer type.** Each question asked is classified (``classify``). An answer stands only if,
+  for every type asked for, a kept claim that mentions the question's focus holds an instance
+  of it (``missing_types``): a digit or a number word for ``number``, a three-digit status code
+  for ``status_code``, a name shaped like a protocol element for ``name``, one of the options
+  offered for ``choice``. ``yes_no``, ``procedure``, ``definition`` and ``other`` are satisfied
+  by any claim.
 - **Unknown subject.** A focus word that English rarely uses (Zipf frequency below
   ``RARE_ZIPF``), that is no number, host or path, and that no answering section of the corpus
   contains (nor a word sharing its stem, ``text.lexicon``) names something the corpus does not
@@ -300,12 +300,15 @@ def has_instance(answer_type: AnswerType, text: str, choices: Sequence[str] = ()
 ENFORCED = (AnswerType.NUMBER, AnswerType.STATUS_CODE, AnswerType.NAME, AnswerType.CHOICE)
 
 
-def missing_types(asked: Asked, claims: Iterable[str]) -> tuple[AnswerType, ...]:
+def missing_types(asked: Asked, claims: Iterable[tuple[str, Iterable[str]]]) -> tuple[AnswerType, ...]:
     """The types asked for (a number, a status code, a name, one of the options) that no kept
-    claim holds an instance of; the other types are satisfied by any claim."""
-    texts = list(claims)
+    claim holds an instance of, tied to the question's focus: ``claims`` are (text, the words it
+    says with its cited section's title), and an instance counts only in a claim that mentions a
+    focus word (a number about something else answers nothing). The other types are satisfied
+    by any claim."""
+    tied = [text for text, said in claims if mentions_focus(asked, said)]
     wanted = dict.fromkeys(t for t in asked.types if t in ENFORCED)
-    return tuple(t for t in wanted if not any(has_instance(t, text, asked.options) for text in texts))
+    return tuple(t for t in wanted if not any(has_instance(t, text, asked.options) for text in tied))
 
 
 # --- unknown subjects ---------------------------------------------------------------------

@@ -301,6 +301,6 @@ def assess(
     asked = analyse(question, index.answering, frequency)
     named = unknown_elements(question, index)
     unknown = named + tuple(u for u in asked.unknown if u.lower() not in {n.lower() for n in named})
-    missing = missing_types(asked, [v.claim.text for v in kept])
+    missing = missing_types(asked, [(v.claim.text, addressed_terms([v], index)) for v in kept])
     r = Relevance(ANSWERS, score, f, unaddressed, absent, unknown, asked, missing, mentions_focus(asked, said))
     return replace(r, verdict=verdict_for(score, config, r.ceiling))

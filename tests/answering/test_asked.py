@@ -24,6 +24,7 @@ from rag_contract.answering.asked import (
     unknown_subjects,
 )
 from rag_contract.text.lexicon import Lexicon
+from rag_contract.text.words import content_words
 
 N, S, NAME, CH, YN, PROC, DEF, OTHER = (
     AnswerType.NUMBER,
@@ -166,14 +167,27 @@ def test_a_choice_is_answered_by_naming_an_option():
     assert has_instance(CH, "Anything.", ())  # no options read: nothing to hold it to
 
 
+def said(*texts: str) -> list[tuple[str, set[str]]]:
+    return [(t, set(content_words(t))) for t in texts]
+
+
 def test_missing_types_names_each_kind_no_claim_holds():
     asked = Asked((N, S, YN, N), ("line",), ())
-    assert missing_types(asked, ["It is 8000 octets long."]) == (S,)
-    assert missing_types(asked, ["It is long.", "A status is sent."]) == (N, S)
-    assert missing_types(asked, ["It is long.", "A 414 is sent."]) == ()  # a status code is a number too
-    assert missing_types(asked, ["8000 octets", "414"]) == ()
+    assert missing_types(asked, said("The line is 8000 octets long.")) == (S,)
+    assert missing_types(asked, said("The line is long.", "A status is sent for a line.")) == (N, S)
+    assert missing_types(asked, said("A long line.", "A 414 is sent for the line.")) == ()  # a status code is a number
+    assert missing_types(asked, said("8000 octets a line", "414 for a line")) == ()
     assert missing_types(asked, []) == (N, S)
     assert missing_types(Asked((YN, PROC), (), ()), []) == ()
+
+
+def test_an_instance_counts_only_in_a_claim_about_the_focus():
+    asked = Asked((N,), ("buffer",), ())
+    assert missing_types(asked, said("The minimum size is 500 bytes.", "Responses are streamed.")) == (N,)
+    assert missing_types(asked, said("The buffer holds 500 bytes.")) == ()
+    # the cited section's title counts as what the claim says
+    assert missing_types(asked, [("It holds 500 bytes.", {"buffer", "size"})]) == ()
+    assert missing_types(Asked((N,), (), ()), said("It holds 500 bytes.")) == ()  # no focus: any claim
 
 
 def test_wants_says_what_an_instance_is():
