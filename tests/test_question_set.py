@@ -12,12 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag_contract.config.questions import NEAR_DUPLICATE_JACCARD, QuestionsError, parse_questions, similarity
+from rag_contract.project import load_project
 from rag_contract.quality.agreement import (
     AnnotationsError,
     agreement_report,
     cohen_kappa,
     load_annotations,
 )
+from tests.support import ROOT
 
 SECTIONS = {"rfc9110#9.2.2": "PUT, DELETE, and safe request methods are idempotent.", "rfc6265#5.3": "x"}
 
@@ -235,3 +237,17 @@ def test_every_added_question_is_annotated_twice_and_the_report_is_current(proje
     committed = json.loads(project.paths.result("agreement.json").read_text())
     assert committed == report, "run `rag-contract agreement` and commit eval/results/agreement.json"
     assert report["pairs"]["A-B"]["kappa"] >= 0.6
+
+
+def test_every_example_question_is_annotated_blind_once_and_the_report_is_current():
+    example = load_project(ROOT / "examples" / "starlette-docs")
+    records = load_annotations(example.paths.annotations)
+    # the writer and one blind annotator, on every question of the set
+    assert [r.id for r in records] == [x.id for x in example.questions.questions]
+    assert all(list(r.by) == ["writer", "B"] for r in records)
+    report = agreement_report(records, example.questions)
+    committed = json.loads(example.paths.result("agreement.json").read_text())
+    assert committed == report, (
+        "run `rag-contract agreement --root examples/starlette-docs` and commit its eval/results/agreement.json"
+    )
+    assert report["pairs"]["writer-B"]["kappa"] >= 0.6
