@@ -12,12 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag_contract.config.questions import NEAR_DUPLICATE_JACCARD, QuestionsError, parse_questions, similarity
+from rag_contract.project import load_project
 from rag_contract.quality.agreement import (
     AnnotationsError,
     agreement_report,
     cohen_kappa,
     load_annotations,
 )
+from tests.support import ROOT
 
 SECTIONS = {"rfc9110#9.2.2": "PUT, DELETE, and safe request methods are idempotent.", "rfc6265#5.3": "x"}
 
@@ -155,6 +157,76 @@ def test_the_resolution_must_match_the_question_set(tmp_path):
         agreement_report(load_annotations(path), qs)
 
 
+def test_a_writer_and_one_blind_annotator_give_one_pair(tmp_path):
+    qs = parse(
+        q("q1", "Which methods are idempotent?"),
+        q("q2", "Is PUT idempotent?"),
+        {"id": "u1", "question": "Is PATCH idempotent?", "answerable": False, "expected_state": "partial",
+         "why": "w"},
+    )  # fmt: skip
+    path = _annotations(tmp_path, """\
+  - id: q1
+    writer: {label: answerable, expected: [rfc9110#9.2.2]}
+    B: {label: answerable, expected: [rfc9110#9.2.2]}
+    resolved: {label: answerable, expected: [rfc9110#9.2.2]}
+  - id: q2
+    writer: {label: answerable, expected: [rfc9110#9.2.2]}
+    B: {label: answerable, expected: [rfc6265#5.3, rfc9110#9.2.2]}
+    resolved: {label: answerable, expected: [rfc9110#9.2.2]}
+    resolution: "rfc6265#5.3 does not answer it"
+  - id: u1
+    writer: {label: partial}
+    B: {label: unsupported}
+    resolved: {label: partial}
+    resolution: "rfc9110#9.2.2 is a foothold"
+""")  # fmt: skip
+    report = agreement_report(load_annotations(path), qs)
+    assert list(report["pairs"]) == ["writer-B"]
+    pair = report["pairs"]["writer-B"]
+    # labels agree on 2 of 3; chance (2*2 + 0*1 + 1*0) / 9 = 4/9 -> kappa (2/3 - 4/9) / (5/9) = 0.4
+    assert pair["kappa"] == 0.4 and pair["label_agreement"] == 0.667
+    assert (pair["both_answerable"], pair["sections_identical"], pair["sections_overlap"]) == (2, 1, 2)
+    assert pair["sections_mean_jaccard"] == 0.75
+    assert report["label_disagreements_resolved"] == 1 and report["section_disagreements_resolved"] == 1
+
+
+def test_a_record_without_a_blind_annotation_is_refused(tmp_path):
+    path = _annotations(tmp_path, """\
+  - id: q1
+    writer: {label: partial}
+    resolved: {label: partial}
+""")  # fmt: skip
+    with pytest.raises(AnnotationsError, match=r"q1: needs the writer's annotation and at least one of \['A', 'B'\]"):
+        load_annotations(path)
+
+
+def test_every_record_has_the_annotators_of_the_first(tmp_path):
+    path = _annotations(tmp_path, """\
+  - id: q1
+    writer: {label: partial}
+    B: {label: partial}
+    resolved: {label: partial}
+  - id: q2
+    writer: {label: partial}
+    A: {label: partial}
+    B: {label: partial}
+    resolved: {label: partial}
+""")  # fmt: skip
+    with pytest.raises(AnnotationsError, match=r"q2: annotated by \['writer', 'A', 'B'\], but q1 by \['writer', 'B'\]"):
+        load_annotations(path)
+
+
+def test_a_missing_writer_annotation_is_refused(tmp_path):
+    path = _annotations(tmp_path, """\
+  - id: q1
+    A: {label: partial}
+    B: {label: partial}
+    resolved: {label: partial}
+""")  # fmt: skip
+    with pytest.raises(AnnotationsError, match=r"q1.writer: needs a label"):
+        load_annotations(path)
+
+
 def test_every_added_question_is_annotated_twice_and_the_report_is_current(project):
     records = load_annotations(project.paths.annotations)
     ids = {r.id for r in records}
@@ -165,3 +237,17 @@ def test_every_added_question_is_annotated_twice_and_the_report_is_current(proje
     committed = json.loads(project.paths.result("agreement.json").read_text())
     assert committed == report, "run `rag-contract agreement` and commit eval/results/agreement.json"
     assert report["pairs"]["A-B"]["kappa"] >= 0.6
+
+
+def test_every_example_question_is_annotated_blind_once_and_the_report_is_current():
+    example = load_project(ROOT / "examples" / "starlette-docs")
+    records = load_annotations(example.paths.annotations)
+    # the writer and one blind annotator, on every question of the set
+    assert [r.id for r in records] == [x.id for x in example.questions.questions]
+    assert all(list(r.by) == ["writer", "B"] for r in records)
+    report = agreement_report(records, example.questions)
+    committed = json.loads(example.paths.result("agreement.json").read_text())
+    assert committed == report, (
+        "run `rag-contract agreement --root examples/starlette-docs` and commit its eval/results/agreement.json"
+    )
+    assert report["pairs"]["writer-B"]["kappa"] >= 0.6

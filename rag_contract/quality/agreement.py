@@ -1,10 +1,13 @@
 """How far two independent annotations of the question set agree, and that the resolved
 annotation is the one the question set uses.
 
-Contract: ``load_annotations(path)`` reads eval/annotations.yaml (refusing an unknown label or a
-record without the three annotations and a resolution); ``agreement_report(records, questions)``
-returns Cohen's kappa on the three labels (answerable / partial / unsupported) for each pair of
-annotators, the overlap of expected sections where both called a question answerable, and the
+Contract: ``load_annotations(path)`` reads eval/annotations.yaml: every record carries the
+writer's annotation and one or two blind annotators' (``A``, ``B``), the same annotators on every
+record, and a resolution wherever they differ (an unknown label, a missing writer or blind
+annotation, or a record whose annotators differ from the first record's is refused);
+``agreement_report(records, questions)`` returns Cohen's kappa on the three labels (answerable /
+partial / unsupported) for each pair of annotators present (blind pairs first, then the writer
+against each), the overlap of expected sections where both called a question answerable, and the
 number of resolutions; it raises ``AnnotationsError`` when a resolved annotation differs from
 eval/questions.yaml, so the two files cannot drift apart.
 """
@@ -14,13 +17,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 
 from rag_contract.config.questions import QuestionSet
 from rag_contract.config.yamlfile import read_yaml
 
 LABELS = ("answerable", "partial", "unsupported")
-ANNOTATORS = ("writer", "A", "B")
+WRITER = "writer"
+BLIND = ("A", "B")
 DIGITS = 3
 
 
@@ -37,7 +42,7 @@ class Annotation:
 @dataclass(frozen=True)
 class Record:
     id: str
-    by: dict[str, Annotation]  # writer, A, B
+    by: dict[str, Annotation]  # the writer, then each blind annotator present (A, B)
     resolved: Annotation
     resolution: str | None
 
@@ -55,16 +60,21 @@ def load_annotations(path: Path) -> tuple[Record, ...]:
     raw = read_yaml(path, AnnotationsError)
     if not isinstance(raw, dict) or not isinstance(raw.get("questions"), list):
         raise AnnotationsError(f"{Path(path).name}: must be a mapping with a 'questions' list")
-    out = []
+    out: list[Record] = []
     for i, item in enumerate(raw["questions"]):
         where = f"{Path(path).name}: questions[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("id"), str):
             raise AnnotationsError(f"{where}: needs an id")
         where = f"{Path(path).name}: {item['id']}"
-        by = {who: _annotation(item.get(who), f"{where}.{who}") for who in ANNOTATORS}
+        present = (WRITER, *(who for who in BLIND if who in item))
+        if len(present) == 1:
+            raise AnnotationsError(f"{where}: needs the writer's annotation and at least one of {list(BLIND)}")
+        if out and present != tuple(out[0].by):
+            raise AnnotationsError(f"{where}: annotated by {list(present)}, but {out[0].id} by {list(out[0].by)}")
+        by = {who: _annotation(item.get(who), f"{where}.{who}") for who in present}
         resolved = _annotation(item.get("resolved"), f"{where}.resolved")
         resolution = item.get("resolution")
-        if len({by[w] for w in ANNOTATORS} | {resolved}) > 1 and not resolution:
+        if len(set(by.values()) | {resolved}) > 1 and not resolution:
             raise AnnotationsError(f"{where}: the annotations differ, so the record needs a 'resolution'")
         out.append(Record(item["id"], by, resolved, resolution))
     return tuple(out)
@@ -100,8 +110,9 @@ def check_against(records: Sequence[Record], questions: QuestionSet) -> None:
 
 def agreement_report(records: Sequence[Record], questions: QuestionSet) -> dict:
     check_against(records, questions)
+    blind = [who for who in BLIND if records and who in records[0].by]
     pairs = {}
-    for x, y in (("A", "B"), ("writer", "A"), ("writer", "B")):
+    for x, y in [*combinations(blind, 2), *((WRITER, who) for who in blind)]:
         la = [r.by[x].label for r in records]
         lb = [r.by[y].label for r in records]
         both = [r for r in records if r.by[x].label == r.by[y].label == "answerable"]
@@ -119,8 +130,8 @@ def agreement_report(records: Sequence[Record], questions: QuestionSet) -> dict:
         "questions": len(records),
         "labels_resolved": dict(Counter(r.resolved.label for r in records)),
         "pairs": pairs,
-        "label_disagreements_resolved": sum(len({r.by[w].label for w in ANNOTATORS}) > 1 for r in records),
+        "label_disagreements_resolved": sum(len({a.label for a in r.by.values()}) > 1 for r in records),
         "section_disagreements_resolved": sum(
-            len({r.by[w].label for w in ANNOTATORS}) == 1 and len({r.by[w] for w in ANNOTATORS}) > 1 for r in records
+            len({a.label for a in r.by.values()}) == 1 and len(set(r.by.values())) > 1 for r in records
         ),
     }
