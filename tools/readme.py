@@ -175,6 +175,46 @@ def calibration_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def held_out_table(root: Path) -> str:
+    """In sample, out of fold (eval/results/calibration.json) and on the sealed set
+    (eval/results/sealed.json, ``rag-contract held-out``), side by side."""
+    c = _load(root, "calibration.json")
+    s = _load(root, "sealed.json")
+    a, u = s["answerable"], s["unanswerable"]
+    k = next(key for key in a if key.startswith("recall@") and key not in ("recall@1", "recall@5"))
+    lines = [
+        f"Index `{c['index_version']}`. Out of fold: {c['folds']}-fold cross-validation"
+        + (f" (its retrieval: {c['out_of_fold_retrieval']})" if "out_of_fold_retrieval" in c else "")
+        + "; sealed: "
+        f"{a['questions']} answerable and {u['questions']} unanswerable questions written before the rules, "
+        f"only their sha256 committed until the rules were final (`eval/sealed/`; "
+        f"{'the committed file' if s['sealed'] else 'NOT the committed file'}), answered as free text is.",
+        "",
+        "| | recall@1 | MRR | recall@10 | grounded, citing an expected section | unanswerable answered grounded |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, block in (("in sample", c["in_sample"]), ("out of fold", c["out_of_fold"])):
+        r, ans = block["retrieval"], block["answers"]
+        n, m = len(ans["answered_unanswerable"]), ans["refusals"]
+        lines.append(
+            f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | "
+            f"{ans['grounded_citing_expected']:.2f} of {ans['answerable']} | {n} of {m} ({n / m:.0%}) |"
+        )
+    n, m = len(u["answered_grounded"]), u["questions"]
+    lines.append(
+        f"| **sealed** | {a['recall@1']:.2f} | {a['mrr']:.3f} | {a[k]:.2f} | "
+        f"{a['grounded_citing_expected']:.2f} of {a['questions']} | {n} of {m} ({n / m:.0%}) |"
+    )
+    kinds = ", ".join(f"{kind} {len(v['answered_grounded'])} of {v['questions']}" for kind, v in u["by_kind"].items())
+    lines += [
+        "",
+        f"On the sealed set, {a['answered_citing_expected']:.2f} of the answerable questions are answered (grounded "
+        f"or partial) with a kept claim citing an expected section; unanswerable questions answered grounded, by "
+        f"kind: {kinds}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def agreement_table(root: Path) -> str:
     g = _load(root, "agreement.json")
     lines = [
@@ -329,6 +369,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "stale-example": stale_example,
     "pr-summary": example_summary,
     "projects": projects_table,
+    "held-out": held_out_table,
 }
 
 # Every document holding generated blocks: the README and the reference pages it links to.

@@ -3,11 +3,17 @@ answered, as citing, as a refusal answered, by kind; and the committed hashes it
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from rag_contract.answering.deadline import BudgetReport
 from rag_contract.answering.grounding import Claim, Verdict
 from rag_contract.answering.service import Abandoned, Answer, AnswerState, Passage
+from rag_contract.cli import main
 from rag_contract.config.questions import Question
 from rag_contract.quality.held_out import committed_hashes, held_out_report, sha256_of
+from tools.project_copy import copy_project
 
 BUDGET = BudgetReport(150.0, 1.0, {})
 
@@ -92,3 +98,15 @@ def test_committed_hashes_read_sha256sum_lines(tmp_path):
 def test_the_committed_sealed_hash_is_the_protocols(root):
     sums = committed_hashes(root / "eval" / "sealed" / "SHA256SUMS")
     assert list(sums) == ["sealed.yaml"] and len(sums["sealed.yaml"]) == 64
+
+
+@pytest.mark.slow
+def test_the_committed_sealed_report_is_what_the_command_produces(root, tmp_path):
+    """eval/results/sealed.json is `rag-contract held-out eval/sealed/sealed.yaml --write`, run now
+    on a copy of the project (the README's sealed row is rendered from it)."""
+    copy = copy_project(root, tmp_path / "p")
+    assert main(["--root", str(copy), "held-out", str(copy / "eval" / "sealed" / "sealed.yaml"), "--write"]) == 0
+    fresh = json.loads((copy / "eval" / "results" / "sealed.json").read_text())
+    committed = json.loads((root / "eval" / "results" / "sealed.json").read_text())
+    assert fresh == committed, "run `rag-contract held-out eval/sealed/sealed.yaml --write` and commit the report"
+    assert committed["sealed"] is True
