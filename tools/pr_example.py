@@ -1,8 +1,9 @@
 """A pull request's change in miniature: one question regresses past its ceiling, another improves.
 
 The change is to annotations only (``expected`` sections in eval/questions.yaml), so it moves
-exactly two ranks and no vector: ``q02`` loses ``rfc3986#6.2.2.1`` (rank 1 -> 5, ceiling 3) and
-``q03`` gains ``rfc3986#A`` (rank 3 -> 1, so its ceiling can tighten from 5 to 3). ``remeasure``
+exactly two ranks and no vector: ``q23`` loses ``rfc9110#13.1.3`` (rank 1 -> 4, ceiling 3; its
+evidence, which that section holds, goes with it) and ``q17`` gains ``rfc8259#1`` (rank 3 -> 1, so
+its ceiling can tighten from 5 to 3). ``remeasure``
 then writes the reports as ``rag-contract eval`` and ``eval-answers`` would, as an author commits
 them.
 
@@ -24,14 +25,14 @@ from rag_contract.quality.gate import GateContext, checks, run_check
 from rag_contract.quality.report_diff import ReportSet, diff_reports, load_report_set
 from tools.project_copy import copy_project
 
-REGRESSED, DROPPED = "q02", "rfc3986#6.2.2.1"
-IMPROVED, ADDED = "q03", "rfc3986#A"
+REGRESSED, DROPPED = "q23", "rfc9110#13.1.3"
+IMPROVED, ADDED = "q17", "rfc8259#1"
 # (base rank, head rank, committed ceiling): what the tests of the workflow expect to see
-REGRESSED_RANKS = (1, 5, 3)
+REGRESSED_RANKS = (1, 4, 3)
 IMPROVED_RANKS = (3, 1, 5)
 
 
-def _edit_expected(text: str, qid: str, edit) -> str:
+def _edit_expected(text: str, qid: str, edit, drop_evidence: bool = False) -> str:
     block = re.search(rf"^  - id: {qid}\n(?:(?!  - id: ).*\n)*", text, re.M)
     if block is None:
         raise KeyError(f"no question {qid} in the question file")
@@ -40,6 +41,8 @@ def _edit_expected(text: str, qid: str, edit) -> str:
         raise KeyError(f"{qid} has no one-line expected list")
     sections = [s.strip() for s in line.group(1).split(",")]
     new_block = block.group(0).replace(line.group(0), f"    expected: [{', '.join(edit(sections))}]")
+    if drop_evidence:  # the evidence quoted the section dropped
+        new_block = re.sub(r"^    evidence: .*\n", "", new_block, flags=re.M)
     return text[: block.start()] + new_block + text[block.end() :]
 
 
@@ -48,7 +51,7 @@ def regress_and_improve(root: Path, regress: bool = True, improve: bool = True) 
     path = Path(root) / "eval" / "questions.yaml"
     text = path.read_text(encoding="utf-8")
     if regress:
-        text = _edit_expected(text, REGRESSED, lambda s: [x for x in s if x != DROPPED])
+        text = _edit_expected(text, REGRESSED, lambda s: [x for x in s if x != DROPPED], drop_evidence=True)
     if improve:
         text = _edit_expected(text, IMPROVED, lambda s: [*s, ADDED])
     path.write_text(text, encoding="utf-8")
