@@ -493,8 +493,11 @@ def load_tree(root: Path, dest: Path, max_batch: int | None = None) -> Path:
 
     root = Path(root).resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("corpus", "index"):
-        (dest / name).symlink_to(root / name, target_is_directory=True)
+    for name in ("corpus", "index", "models"):  # models: the adapted embedder's, when there is one
+        if (root / name).is_dir():
+            (dest / name).symlink_to(root / name, target_is_directory=True)
+    if (root / "project.yaml").is_file():
+        (dest / "project.yaml").symlink_to(root / "project.yaml")
     (dest / "eval").mkdir()
     for entry in (root / "eval").iterdir():
         if entry.name != "thresholds.yaml":

@@ -230,8 +230,9 @@ def test_reload_with_a_good_index_swaps(tmp_path, index_a, root):
 def _root_without_index(root: Path, tmp_path: Path) -> Path:
     checkout = tmp_path / "project"
     checkout.mkdir()
-    for name in ("corpus", "eval"):
-        os.symlink(root / name, checkout / name)
+    for name in ("corpus", "eval", "models", "project.yaml"):  # models: the embedder the index was built with
+        if (root / name).exists():
+            os.symlink(root / name, checkout / name)
     return checkout
 
 
