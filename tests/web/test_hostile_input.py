@@ -41,6 +41,24 @@ def app(project, index, drafts, embedder):
     return make_app(project, Registry(index), drafts=drafts, embedder=embedder, status=fresh_status(index))
 
 
+def ask_scope(headers: list[tuple[bytes, bytes]]) -> dict:
+    """The ASGI scope of a POST /ask from a loopback client, with these request headers."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/ask",
+        "raw_path": b"/ask",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
 def post_asgi(app, headers: list[tuple[bytes, bytes]], chunks: Iterator[bytes]) -> tuple[int, dict, int]:
     """POST /ask straight into the ASGI app, the body drawn from ``chunks``.
 
@@ -59,20 +77,7 @@ def post_asgi(app, headers: list[tuple[bytes, bytes]], chunks: Iterator[bytes]) 
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/ask",
-        "raw_path": b"/ask",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = ask_scope(headers)
     asyncio.run(app(scope, receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
     return start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}, pulled
@@ -234,20 +239,7 @@ def test_a_client_that_goes_away_mid_body_is_an_expected_end_not_an_error(app):
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/ask",
-        "raw_path": b"/ask",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = ask_scope([(b"content-type", b"application/json"), (b"content-length", b"100")])
     asyncio.run(app(scope, receive, send))  # raises nothing (it raised ClientDisconnect)
     assert sent[0]["status"] == 400 and b'"reason":"body_aborted"' in sent[1]["body"]
 
