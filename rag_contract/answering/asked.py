@@ -75,6 +75,7 @@ class Asked:
     focus: tuple[str, ...]
     unknown: tuple[str, ...]  # focus names the corpus never covers, as the question writes them
     options: tuple[str, ...] = ()  # for a choice: the content words of the options offered
+    given: tuple[str, ...] = ()  # the numbers the question itself writes: repeating one answers nothing
 
     @property
     def answer_type(self) -> AnswerType:
@@ -178,10 +179,14 @@ _QUANTITY = (
     r"(?:maximum|minimum|max|min|limit|limits|timeout|time-?out|ttl|size|length|duration|lifetime|number|count"
     r"|upper\s+bound|lower\s+bound|cap|threshold|interval|delay|port|default\s+value)"
 )
+# "What's the longest ETag ...": a superlative of size or extent asks for the number that bounds it.
+_EXTREME = r"(?:longest|largest|biggest|highest|lowest|shortest|smallest|greatest|fewest)"
 _NUMBER = re.compile(
     r"^(?:how\s+(?:many|much|long|often|big|large|small|deep|far|old|soon|frequently|high|low|fast|quickly)\b"
     r"|(?:what|which)(?:'s|\s+is|\s+are)?\s+(?:the\s+|a\s+|an\s+)?(?:[\w-]+\s+){0,2}?" + _QUANTITY + r"\b"
-    r"|up\s+to\s+(?:what|which|how)\b|after\s+how\s+(?:many|much|long)\b|at\s+what\s+(?:size|age|point|length|rate)\b)",
+    r"|(?:what|which)(?:'s|\s+is|\s+are)?\s+(?:the\s+)?" + _EXTREME + r"\b"
+    r"|up\s+to\s+(?:what|which|how)\b|(?:after|for|within|in|by|until)\s+how\s+(?:many|much|long)\b"
+    r"|at\s+what\s+(?:size|age|point|length|rate)\b)",
     re.IGNORECASE,
 )
 # A yes-or-no question whether there is a limit, a default or a timeout asks for the number.
@@ -275,21 +280,31 @@ _NUMBER_WORDS = frozenset(
 )
 # A number, not a version ("HTTP/1.1") nor part of a name ("IPv6", "rfc9110")
 _NUMERAL = re.compile(r"(?<![/\w.])\d+(?:[.,]\d+)*(?![\w/])")
-_STATUS_CODE = re.compile(r"(?<![\w.])[1-5]\d\d(?![\w.])")
+# ending a sentence ("... with 404.") but not a decimal ("1.414")
+_STATUS_CODE = re.compile(r"(?<![\w.])[1-5]\d\d(?!\w|\.\d)")
 # Element shapes: an inner capital (HttpOnly), an inner hyphen or underscore (max-age,
 # Set-Cookie), all capitals (GET, ETag's "ETAG"), or a capital after the sentence's first word.
 _ELEMENT_NAME = re.compile(r"\b(?:\w+[-_]\w[\w-]*|[a-z]+[A-Z]\w*|[A-Z]{2,}\w*|[A-Z][a-z]+[A-Z]\w*)\b")
 _MID_CAPITAL = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+\b")
 
 
-def has_instance(answer_type: AnswerType, text: str, choices: Sequence[str] = ()) -> bool:
+def numbers(text: str) -> tuple[str, ...]:
+    """The numbers ``text`` writes (digits as written, number words in lower case), in order;
+    section references are none."""
+    text = without_references(text)
+    found = [m.group(0) for m in _NUMERAL.finditer(text)]
+    return tuple(dict.fromkeys(found + [t.lower() for t in tokens(text) if t.lower() in _NUMBER_WORDS]))
+
+
+def has_instance(answer_type: AnswerType, text: str, choices: Sequence[str] = (), given: Sequence[str] = ()) -> bool:
     """Does ``text`` hold an instance of ``answer_type``? Section references ("see Section
-    5.2.2", "RFC 9111") are no instance of anything."""
+    5.2.2", "RFC 9111") are no instance of anything, and neither is a number the question
+    itself gives (``given``): "how long before returning 504?" is not answered by a 504."""
     text = without_references(text)
     if answer_type is AnswerType.NUMBER:
-        return bool(_NUMERAL.search(text)) or any(t.lower() in _NUMBER_WORDS for t in tokens(text))
+        return any(n not in given for n in numbers(text))
     if answer_type is AnswerType.STATUS_CODE:
-        return bool(_STATUS_CODE.search(text))
+        return any(m.group(0) not in given for m in _STATUS_CODE.finditer(text))
     if answer_type is AnswerType.NAME:
         return bool(_ELEMENT_NAME.search(text) or _MID_CAPITAL.search(text) or _QUOTED.search(text))
     if answer_type is AnswerType.CHOICE:
@@ -308,7 +323,7 @@ def missing_types(asked: Asked, claims: Iterable[tuple[str, Iterable[str]]]) -> 
     by any claim."""
     tied = [text for text, said in claims if mentions_focus(asked, said)]
     wanted = dict.fromkeys(t for t in asked.types if t in ENFORCED)
-    return tuple(t for t in wanted if not any(has_instance(t, text, asked.options) for text in tied))
+    return tuple(t for t in wanted if not any(has_instance(t, text, asked.options, asked.given) for text in tied))
 
 
 # --- unknown subjects ---------------------------------------------------------------------
@@ -328,6 +343,15 @@ _NAMED_KIND = re.compile(
 )
 _CAPITALISED_PAIR = re.compile(r"(?<=\w )([A-Z][A-Za-z]+ [A-Z][a-z][A-Za-z]+)\b")
 _VERSIONED = re.compile(r"\b([A-Z][A-Za-z]*[A-Z][A-Za-z]* \d+\.\d+|[A-Za-z]{2,}/\d+(?:\.\d+)?)(?![\w.])")
+
+
+# A status code the question names as one ("status 499", "a 420 response", "count 499s"): a code
+# the corpus never writes is no status it defines.
+_NAMED_CODE = re.compile(
+    r"(?:\b(?:status|code|returns?|returned|returning|respond(?:s|ed|ing)?\s+with|sends?|sending)\s+(?:an?\s+|the\s+)?)"
+    r"([1-5]\d\d)(?![\w.])|(?<![\w.])([1-5]\d\d)(?:s\b|\s+(?:status|response|error|code)s?\b)",
+    re.IGNORECASE,
+)
 
 
 _INFLECTION = re.compile(r"(?:es|s|ed|d|ing)$")
@@ -364,11 +388,21 @@ def unknown_subjects(question: str, corpus: Lexicon, frequency: Frequency) -> tu
             for m in pattern.finditer(text):
                 if not corpus.says(m.group(1)):
                     out.setdefault(m.group(1), None)
+        for m in _NAMED_CODE.finditer(text):
+            code = m.group(1) or m.group(2)
+            if not corpus.knows(code):
+                out.setdefault(code, None)
     return tuple(out)
 
 
 def analyse(question: str, corpus: Lexicon, frequency: Frequency) -> Asked:
-    return Asked(classify(question), focus(question), unknown_subjects(question, corpus, frequency), options(question))
+    return Asked(
+        classify(question),
+        focus(question),
+        unknown_subjects(question, corpus, frequency),
+        options(question),
+        numbers(question),
+    )
 
 
 def mentions_focus(asked: Asked, said: Iterable[str]) -> bool:

@@ -20,6 +20,7 @@ from rag_contract.answering.asked import (
     interrogatives,
     mentions_focus,
     missing_types,
+    numbers,
     options,
     unknown_subjects,
 )
@@ -40,7 +41,7 @@ N, S, NAME, CH, YN, PROC, DEF, OTHER = (
 CORPUS = Lexicon.of(
     frozenset({"cache", "response", "tunnel", "keep-alive", "json", "pointer", "header", "field", "partitioned"}),
     "a cache stores a response. the keep-alive header field. json text. tls 1.2 is used. http/1.1 is a protocol. "
-    "the private response directive. the `max-age` directive. a partitioned table.",
+    "the private response directive. the `max-age` directive. a partitioned table. a 304 is sent.",
 )
 RARE = {"hpack": 0.0, "jwt": 2.0, "zorblax": 0.0, "keepalive": 1.0, "tunnelling": 2.2, "misbehaves": 1.9}
 RARE |= {"misbehaved": 1.5, "misbehav": 0.0, "zzs": 0.0, "zz": 0.0, "misbehave": 2.5, "crawler": 2.8}
@@ -126,6 +127,21 @@ def test_classify(question, types):
     assert classify(question) == types
 
 
+@pytest.mark.parametrize(
+    ("question", "types"),
+    [
+        ("What's the longest ETag a client must store?", (N,)),  # a superlative of size
+        ("Which is the smallest chunk a parser accepts?", (N,)),
+        ("What is the most common header?", (DEF,)),  # "most" bounds nothing
+        ("For how many hours is the cookie kept?", (N,)),  # the count after a preposition
+        ("Within how long must it answer?", (N,)),
+        ("For what reason is it kept?", (OTHER,)),
+    ],
+)
+def test_classify_superlatives_and_counts_after_a_preposition(question, types):
+    assert classify(question) == types
+
+
 def test_the_type_shown_is_the_first_asked():
     assert Asked((S, N), (), ()).answer_type is S
     assert Asked((), (), ()).answer_type is OTHER
@@ -158,6 +174,19 @@ def test_the_type_shown_is_the_first_asked():
 )
 def test_has_instance(answer_type, text, holds):
     assert has_instance(answer_type, text) is holds
+
+
+def test_a_number_the_question_gives_answers_nothing():
+    assert numbers("Is 512 ok, or twice that (see Section 5.2)?") == ("512", "twice")
+    assert not has_instance(N, "It returns 504 (Gateway Timeout).", given=("504",))
+    assert has_instance(N, "It returns 504 (Gateway Timeout).")
+    assert has_instance(N, "It waits 30 seconds, then returns 504.", given=("504",))
+    assert not has_instance(S, "It sends 403.", given=("403",))
+    assert has_instance(S, "It sends 403 or 404.", given=("403",))
+    asked = analyse("How long before our gateway returns 504?", CORPUS, frequency)
+    assert asked.given == ("504",)
+    assert missing_types(asked, said("A gateway returns 504 when it times out.")) == (N,)
+    assert missing_types(asked, said("A gateway returns 504 after 60 seconds.")) == ()
 
 
 def test_a_choice_is_answered_by_naming_an_option():
@@ -250,6 +279,13 @@ def test_mentions_focus_by_word_or_stem():
         ("Is the partitioned attribute sent?", ("partitioned",)),  # a corpus word, never an attribute
         ("What does the private directive do?", ()),  # "private response directive": one word between
         ("What does the max-age directive do?", ()),
+        # a status code named as one that the corpus never writes
+        ("Should our logs count 499s as client errors?", ("499",)),
+        ("Does a proxy send a 420 response?", ("420",)),
+        ("Why does it return 420 here?", ("420",)),
+        ("Is status 304 cached?", ()),  # the corpus writes it
+        ("Can the cache store 500 bytes?", ()),  # a number that is no code
+        ("Is 499 enough?", ()),
     ],
 )
 def test_unknown_subjects(question, unknown):
