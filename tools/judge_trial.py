@@ -43,6 +43,7 @@ import numpy as np
 from rag_contract.cli import _services
 from rag_contract.project import load_project, read_questions
 from rag_contract.quality.calibration import folds
+from rag_contract.quality.gate import frozen_clock
 
 DIGITS = 4
 NEGATIVES = 4  # best sentences of sections a question does not expect, per question
@@ -69,6 +70,7 @@ def question_rows(root: Path, questions_file: Path | None, calibration: Path | N
     project = load_project(root)
     qs = read_questions(questions_file, project.corpus).questions if questions_file else project.questions.questions
     _, service = _services(project)
+    service.clock = frozen_clock  # states, never timings: no answer is abandoned on a busy machine
     index = service.registry.acquire()
     assignment = folds(qs)
     oof = {r["id"]: r for r in json.loads(calibration.read_text())["questions"]} if calibration else {}
