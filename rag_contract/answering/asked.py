@@ -278,8 +278,9 @@ _NUMBER_WORDS = frozenset(
     | {"fifteen", "twenty", "thirty", "forty", "fifty", "sixty", "hundred", "thousand", "million", "billion"}
     | {"once", "twice", "half", "quarter"}
 )
-# A number, not a version ("HTTP/1.1") nor part of a name ("IPv6", "rfc9110")
-_NUMERAL = re.compile(r"(?<![/\w.])\d+(?:[.,]\d+)*(?![\w/])")
+# A number, not a version ("HTTP/1.1", "3.6.2", "version 2.0") nor part of a name ("IPv6",
+# "rfc9110") nor a reference to an issue ("#2865")
+_NUMERAL = re.compile(r"(?<![/\w.#])(?<!version )(?<!Version )\d+(?:[.,]\d+)*(?![\w/])")
 # ending a sentence ("... with 404.") but not a decimal ("1.414")
 _STATUS_CODE = re.compile(r"(?<![\w.])[1-5]\d\d(?!\w|\.\d)")
 # Element shapes: an inner capital (HttpOnly), an inner hyphen or underscore (max-age,
@@ -292,7 +293,7 @@ def numbers(text: str) -> tuple[str, ...]:
     """The numbers ``text`` writes (digits as written, number words in lower case), in order;
     section references are none."""
     text = without_references(text)
-    found = [m.group(0) for m in _NUMERAL.finditer(text)]
+    found = [m.group(0) for m in _NUMERAL.finditer(text) if m.group(0).count(".") < 2]
     return tuple(dict.fromkeys(found + [t.lower() for t in tokens(text) if t.lower() in _NUMBER_WORDS]))
 
 

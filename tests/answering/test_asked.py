@@ -154,6 +154,8 @@ def test_the_type_shown_is_the_first_asked():
         (N, "A browser keeps at least fifty cookies.", True),
         (N, "It is sent twice.", True),
         (N, "It is defined by HTTP/1.1 over IPv6.", False),  # a version and a name hold no number
+        (N, "Bump anyio to 3.6.2 and see version 2.0 (#2865).", False),  # versions and an issue's number
+        (N, "It buffers 2.5 MB, or 64,000 bytes.", True),
         (N, "The lifetime is left to the implementation.", False),
         (N, "A cache MUST NOT do so (see Section 5.2.2 of RFC 9111).", False),  # references are no numbers
         (S, "As RFC 9110 says in Section 415.", False),
