@@ -68,6 +68,9 @@ measure: $(STAMP)
 	$(BIN)/python -m tools.refusal_states > /dev/null
 	$(BIN)/python -m tools.refusal_cost > /dev/null
 	$(BIN)/rag-contract measure --calibrate --allow-loosen --root examples/starlette-docs
+	$(BIN)/rag-contract held-out eval/sealed/sealed.yaml --write
+	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-2.yaml --write
+	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-2.yaml --write
 	$(BIN)/python -m tools.readme
 
 # Mutation testing of the contract's rules (eval/mutation.yaml): writes eval/results/mutation.json,

@@ -21,6 +21,7 @@ import yaml
 
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
+from rag_contract.quality.held_out import committed_hashes
 from tools import container, injection, observability_load, probe, redbot_lint, request_cpu, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
@@ -175,44 +176,74 @@ def calibration_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def held_out_table(root: Path) -> str:
-    """In sample, out of fold (eval/results/calibration.json) and on the sealed set
-    (eval/results/sealed.json, ``rag-contract held-out``), side by side."""
+def _sealed_reports(root: Path) -> list[tuple[str, dict]]:
+    """Each sealed file whose hash ``eval/sealed/SHA256SUMS`` lists and whose report
+    (``rag-contract held-out FILE --write``) is committed, in the order the hashes were."""
+    sums = committed_hashes(root / "eval" / "sealed" / "SHA256SUMS")
+    paths = Paths(root)
+    return [
+        (name, _load(root, f"{Path(name).stem}.json"))
+        for name in sums
+        if paths.result(f"{Path(name).stem}.json").is_file()
+    ]
+
+
+def _project_held_out(root: Path, title: str) -> list[str]:
     c = _load(root, "calibration.json")
-    s = _load(root, "sealed.json")
-    a, u = s["answerable"], s["unanswerable"]
-    k = next(key for key in a if key.startswith("recall@") and key not in ("recall@1", "recall@5"))
     lines = [
-        f"Index `{c['index_version']}`. Out of fold: {c['folds']}-fold cross-validation"
+        f"{title}, index `{c['index_version']}`. Out of fold: {c['folds']}-fold cross-validation"
         + (f" (its retrieval: {c['out_of_fold_retrieval']})" if "out_of_fold_retrieval" in c else "")
-        + "; sealed: "
-        f"{a['questions']} answerable and {u['questions']} unanswerable questions written before the rules, "
-        f"only their sha256 committed until the rules were final (`eval/sealed/`; "
-        f"{'the committed file' if s['sealed'] else 'NOT the committed file'}), answered as free text is.",
+        + ". Sealed: questions written before the rules they measure, only their sha256 committed until "
+        "those rules were final (`eval/sealed/`), answered as free text is.",
         "",
-        "| | recall@1 | MRR | recall@10 | grounded, citing an expected section | unanswerable answered grounded |",
-        "|---|---|---|---|---|---|",
+        "| | recall@1 | MRR | recall@10 | grounded, citing an expected section "
+        "| answered (grounded or partial), citing | unanswerable answered grounded |",
+        "|---|---|---|---|---|---|---|",
     ]
     for label, block in (("in sample", c["in_sample"]), ("out of fold", c["out_of_fold"])):
         r, ans = block["retrieval"], block["answers"]
         n, m = len(ans["answered_unanswerable"]), ans["refusals"]
         lines.append(
             f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | "
-            f"{ans['grounded_citing_expected']:.2f} of {ans['answerable']} | {n} of {m} ({n / m:.0%}) |"
+            f"{ans['grounded_citing_expected']:.2f} of {ans['answerable']} | | {n} of {m} ({n / m:.0%}) |"
         )
-    n, m = len(u["answered_grounded"]), u["questions"]
-    lines.append(
-        f"| **sealed** | {a['recall@1']:.2f} | {a['mrr']:.3f} | {a[k]:.2f} | "
-        f"{a['grounded_citing_expected']:.2f} of {a['questions']} | {n} of {m} ({n / m:.0%}) |"
-    )
-    kinds = ", ".join(f"{kind} {len(v['answered_grounded'])} of {v['questions']}" for kind, v in u["by_kind"].items())
-    lines += [
-        "",
-        f"On the sealed set, {a['answered_citing_expected']:.2f} of the answerable questions are answered (grounded "
-        f"or partial) with a kept claim citing an expected section; unanswerable questions answered grounded, by "
-        f"kind: {kinds}.",
-    ]
-    return "\n".join(lines) + "\n"
+    kinds = []
+    reports = _sealed_reports(root)
+    for n_report, (name, s) in enumerate(reports):
+        a, u = s["answerable"], s["unanswerable"]
+        k = next(key for key in a if key.startswith("recall@") and key not in ("recall@1", "recall@5"))
+        n, m = len(u["answered_grounded"]), u["questions"]
+        # Each set is opened once; rules changed after it are checked against it, so only the newest is unseen.
+        if not s["sealed"]:
+            shown = f"`{name}` (NOT the committed file)"
+        elif n_report < len(reports) - 1:
+            shown = f"`{name}` (opened before, a development set since)"
+        else:
+            shown = f"**sealed, `{name}`**"
+        lines.append(
+            f"| {shown} | {a['recall@1']:.2f} | {a['mrr']:.3f} | {a[k]:.2f} | "
+            f"{a['grounded_citing_expected']:.2f} of {a['questions']} | {a['answered_citing_expected']:.2f} | "
+            f"{n} of {m} ({n / m:.0%}) |"
+        )
+        by_kind = ", ".join(
+            f"{kind} {len(v['answered_grounded'])} of {v['questions']}" for kind, v in u["by_kind"].items()
+        )
+        kinds.append(f"`{name}`: {by_kind}")
+    if kinds:
+        lines += ["", "Unanswerable questions answered grounded, by kind: " + "; ".join(kinds) + "."]
+    return lines
+
+
+def held_out_table(root: Path) -> str:
+    """Each project's in-sample and out-of-fold figures (eval/results/calibration.json) beside
+    its sealed sets' (``rag-contract held-out``), one table a project."""
+    out: list[str] = []
+    for project in PROJECTS:
+        if out:
+            out.append("")
+        about = yaml.safe_load((root / project / "project.yaml").read_text(encoding="utf-8"))
+        out += _project_held_out(root / project, f"**{about['name']}**")
+    return "\n".join(out) + "\n"
 
 
 def agreement_table(root: Path) -> str:

@@ -4,6 +4,7 @@ answered, as citing, as a refusal answered, by kind; and the committed hashes it
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -103,12 +104,18 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
 
 
 @pytest.mark.slow
-def test_the_committed_sealed_report_is_what_the_command_produces(root, tmp_path):
-    """eval/results/sealed.json is `rag-contract held-out eval/sealed/sealed.yaml --write`, run now
-    on a copy of the project (the README's sealed row is rendered from it)."""
-    copy = copy_project(root, tmp_path / "p")
-    assert main(["--root", str(copy), "held-out", str(copy / "eval" / "sealed" / "sealed.yaml"), "--write"]) == 0
-    fresh = json.loads((copy / "eval" / "results" / "sealed.json").read_text())
-    committed = json.loads((root / "eval" / "results" / "sealed.json").read_text())
-    assert fresh == committed, "run `rag-contract held-out eval/sealed/sealed.yaml --write` and commit the report"
+@pytest.mark.parametrize(
+    ("project", "name"),
+    [(".", "sealed.yaml"), (".", "rfc-sealed-2.yaml"), ("examples/starlette-docs", "starlette-sealed-2.yaml")],
+)
+def test_each_committed_sealed_report_is_what_the_command_produces(root, tmp_path, project, name):
+    """eval/results/<set>.json is `rag-contract [--root P] held-out eval/sealed/<set>.yaml --write`,
+    run now on a copy of the project (the README's sealed rows are rendered from them), and the
+    file measured is the one whose hash was committed before the rules it measures."""
+    copy = copy_project(root / project, tmp_path / "p")
+    assert main(["--root", str(copy), "held-out", str(copy / "eval" / "sealed" / name), "--write"]) == 0
+    report = f"{Path(name).stem}.json"
+    fresh = json.loads((copy / "eval" / "results" / report).read_text())
+    committed = json.loads((root / project / "eval" / "results" / report).read_text())
+    assert fresh == committed, f"run `rag-contract held-out eval/sealed/{name} --write` and commit the report"
     assert committed["sealed"] is True
