@@ -107,7 +107,13 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("project", "name"),
-    [(".", "sealed.yaml"), (".", "rfc-sealed-2.yaml"), ("examples/starlette-docs", "starlette-sealed-2.yaml")],
+    [
+        (".", "sealed.yaml"),
+        (".", "rfc-sealed-2.yaml"),
+        (".", "rfc-sealed-3.yaml"),
+        ("examples/starlette-docs", "starlette-sealed-2.yaml"),
+        ("examples/starlette-docs", "starlette-sealed-3.yaml"),
+    ],
 )
 def test_each_committed_sealed_report_is_what_the_command_produces(root, tmp_path, project, name):
     """eval/results/<set>.json is `rag-contract [--root P] held-out eval/sealed/<set>.yaml --write`,
