@@ -205,7 +205,8 @@ def _project_held_out(root: Path, title: str) -> list[str]:
         n, m = len(ans["answered_unanswerable"]), ans["refusals"]
         lines.append(
             f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | "
-            f"{ans['grounded_citing_expected']:.2f} of {ans['answerable']} | | {n} of {m} ({n / m:.0%}) |"
+            f"{ans['grounded_citing_expected']:.2f} of {ans['answerable']} | "
+            f"{ans['answered_citing_expected']:.2f} | {n} of {m} ({n / m:.0%}) |"
         )
     kinds = []
     reports = _sealed_reports(root)

@@ -442,6 +442,10 @@ def _answers(qs: Sequence[Question], rows: Mapping[str, Row], states: Mapping[st
         "answerable": len(ans),
         "refusals": len(ref),
         "grounded_citing_expected": _rate(len(correct), len(ans)),
+        # what a reader gets an answer from: grounded or partial, a kept claim citing an expected section
+        "answered_citing_expected": _rate(
+            sum(states[q.id] in ("grounded", "partial") and rows[q.id].cites_expected for q in ans), len(ans)
+        ),
         "grounded": _rate(sum(states[q.id] == "grounded" for q in ans), len(ans)),
         "answered_unanswerable": [q.id for q in ref if states[q.id] == "grounded"],
         "state_agreement": _rate(sum(states[q.id] == q.expected_state for q in ref), len(ref)),

@@ -7,7 +7,7 @@ import numpy as np
 from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, STOPS_SHORT, Features
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import RelevanceConfig
-from rag_contract.quality.calibration import FOLDS, Row, fit_logistic, fit_relevance, folds, state_of
+from rag_contract.quality.calibration import FOLDS, Row, _answers, fit_logistic, fit_relevance, folds, state_of
 
 
 def test_folds_are_stratified_deterministic_and_stable_under_additions():
@@ -61,3 +61,25 @@ def test_the_answer_threshold_refuses_what_an_invented_answer_would_cost():
     assert sum(state_of(r, cheap) == "grounded" for r in rows[:-1]) >= sum(
         state_of(r, dear) == "grounded" for r in rows[:-1]
     )
+
+
+def test_answers_count_what_a_reader_gets_an_answer_from():
+    qs = [
+        Question("a1", "q1", ("s#1",)),
+        Question("a2", "q2", ("s#1",)),
+        Question("a3", "q3", ("s#1",)),
+        Question("a4", "q4", ("s#1",)),
+        Question("u1", "q5", answerable=False, expected_state="partial"),
+    ]
+    rows = {
+        "a1": row("a1", True, 0.9, cites=True),
+        "a2": row("a2", True, 0.5, cites=True),
+        "a3": row("a3", True, 0.5, cites=False),
+        "a4": row("a4", True, 0.1, cites=True),
+        "u1": row("u1", False, 0.9),
+    }
+    states = {"a1": "grounded", "a2": "partial", "a3": "grounded", "a4": "unsupported", "u1": "grounded"}
+    out = _answers(qs, rows, states)
+    assert out["grounded_citing_expected"] == 0.25  # a1
+    assert out["answered_citing_expected"] == 0.5  # a1 and a2: partial counts, a citation is needed, a refusal is none
+    assert out["answered_unanswerable"] == ["u1"]
