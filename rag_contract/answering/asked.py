@@ -76,6 +76,7 @@ class Asked:
     unknown: tuple[str, ...]  # focus names the corpus never covers, as the question writes them
     options: tuple[str, ...] = ()  # for a choice: the content words of the options offered
     given: tuple[str, ...] = ()  # the numbers the question itself writes: repeating one answers nothing
+    units: tuple[str, ...] = ()  # the measures a number is asked in ("time", "size"): "how many seconds"
 
     @property
     def answer_type(self) -> AnswerType:
@@ -316,6 +317,34 @@ def has_instance(answer_type: AnswerType, text: str, choices: Sequence[str] = ()
 ENFORCED = (AnswerType.NUMBER, AnswerType.STATUS_CODE, AnswerType.NAME, AnswerType.CHOICE)
 
 
+# Units a question can ask a number in, by measure: "how many milliseconds", "the size in bytes".
+_UNITS = {
+    "time": r"(?:milli|micro|nano)?seconds?|ms|secs?|minutes?|mins|hours?|hrs?|days?|weeks?|months?|years?",
+    "size": r"bytes?|octets?|bits?|characters?|chars|kilobytes?|megabytes?|gigabytes?|[kmg]i?b",
+}
+_ASKED_IN = {m: re.compile(rf"\b(?:{u})\b", re.IGNORECASE) for m, u in _UNITS.items()}
+# A measure: a number (digits or a number word) and, at most two words on, a unit of it.
+_MEASURED = {
+    m: re.compile(
+        rf"(?:(?<![\w.#/])\d[\d,.]*|\b(?:{'|'.join(sorted(_NUMBER_WORDS))}))\s*(?:[\w-]+\s+){{0,2}}?(?:{u})\b",
+        re.IGNORECASE,
+    )
+    for m, u in _UNITS.items()
+}
+
+
+def units(question: str) -> tuple[str, ...]:
+    """The measures the number-asking questions name a unit of ("How many seconds ...?": time)."""
+    asked = [c for s in interrogatives(question) for c in clauses(s) if clause_type(c) is AnswerType.NUMBER]
+    return tuple(m for m, pattern in _ASKED_IN.items() if any(pattern.search(c) for c in asked))
+
+
+def measured(text: str, measures: Sequence[str]) -> bool:
+    """Does ``text`` give a number in a unit of one of ``measures`` ("30 seconds", "eight octets")?"""
+    text = without_references(text)
+    return any(_MEASURED[m].search(text) for m in measures)
+
+
 def missing_types(asked: Asked, claims: Iterable[tuple[str, Iterable[str]]]) -> tuple[AnswerType, ...]:
     """The types asked for (a number, a status code, a name, one of the options) that no kept
     claim holds an instance of, tied to the question's focus: ``claims`` are (text, the words it
@@ -324,7 +353,14 @@ def missing_types(asked: Asked, claims: Iterable[tuple[str, Iterable[str]]]) -> 
     by any claim."""
     tied = [text for text, said in claims if mentions_focus(asked, said)]
     wanted = dict.fromkeys(t for t in asked.types if t in ENFORCED)
-    return tuple(t for t in wanted if not any(has_instance(t, text, asked.options, asked.given) for text in tied))
+
+    def holds(t: AnswerType, text: str) -> bool:
+        if not has_instance(t, text, asked.options, asked.given):
+            return False
+        # a number asked in a unit is answered by a number in that unit, not by any number near the words
+        return t is not AnswerType.NUMBER or not asked.units or measured(text, asked.units)
+
+    return tuple(t for t in wanted if not any(holds(t, text) for text in tied))
 
 
 # --- unknown subjects ---------------------------------------------------------------------
@@ -403,6 +439,7 @@ def analyse(question: str, corpus: Lexicon, frequency: Frequency) -> Asked:
         unknown_subjects(question, corpus, frequency),
         options(question),
         numbers(question),
+        units(question),
     )
 
 

@@ -18,10 +18,12 @@ from rag_contract.answering.asked import (
     focus,
     has_instance,
     interrogatives,
+    measured,
     mentions_focus,
     missing_types,
     numbers,
     options,
+    units,
     unknown_subjects,
 )
 from rag_contract.text.lexicon import Lexicon
@@ -189,6 +191,49 @@ def test_a_number_the_question_gives_answers_nothing():
     assert asked.given == ("504",)
     assert missing_types(asked, said("A gateway returns 504 when it times out.")) == (N,)
     assert missing_types(asked, said("A gateway returns 504 after 60 seconds.")) == ()
+
+
+@pytest.mark.parametrize(
+    ("question", "measures"),
+    [
+        ("How many milliseconds should it wait?", ("time",)),
+        ("What is the largest chunk, in bytes?", ("size",)),
+        ("How many characters long may it be?", ("size",)),
+        ("How many hours, and how many octets?", ("time", "size")),
+        ("How long may a cache keep it?", ()),  # no unit named
+        ("Is 30 seconds enough?", ()),  # a unit, but no number asked for
+        ("How many requests may be pipelined?", ()),
+    ],
+)
+def test_units_a_number_is_asked_in(question, measures):
+    assert units(question) == measures
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        ("It waits 30 seconds.", True),
+        ("A day has 86,400 of them: 86,400 seconds.", True),
+        ("at least 4096 bytes per cookie", True),
+        ("eight octets long", True),
+        ("one second after the other", True),
+        ("The 100 (Continue) response is sent.", False),  # a number, no unit
+        ("max-age=3600", False),
+        ("see Section 5 seconds", False),  # a reference is no number
+    ],
+)
+def test_measured_is_a_number_in_a_unit(text, holds):
+    assert measured(text, ("time", "size")) is holds
+
+
+def test_a_number_asked_in_a_unit_wants_that_unit():
+    asked = analyse("How many seconds may a cache wait?", CORPUS, frequency)
+    assert asked.units == ("time",)
+    assert missing_types(asked, said("A cache may wait for 2 responses.")) == (N,)
+    assert missing_types(asked, said("A cache may wait 2 bytes.")) == (N,)  # another measure
+    assert missing_types(asked, said("A cache may wait 2 seconds.")) == ()
+    unitless = analyse("How long may a cache wait?", CORPUS, frequency)
+    assert missing_types(unitless, said("A cache may wait for 2 responses.")) == ()
 
 
 def test_a_choice_is_answered_by_naming_an_option():
