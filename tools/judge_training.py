@@ -13,11 +13,10 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
-from rag_contract.adaptation.training import HIDDEN, Encoder, base_model
+from rag_contract.adaptation.training import HIDDEN, Encoder, Settings, base_model, seed_everything, warmup_then_decay
 from tools.judge_trial import PROJECTS, QUESTION_TOKENS, TEXT_TOKENS, served_text, training_pairs
 
 BATCH = 16
@@ -57,11 +56,7 @@ def encode(encoder: Encoder, pairs: Sequence[tuple]) -> tuple[torch.Tensor, torc
 
 
 def train(pairs: Sequence[tuple[str, str, float]], layers: int, epochs: int, lr: float, progress: Callable) -> Judge:
-    random.seed(SEED)
-    np.random.seed(SEED)
-    torch.manual_seed(SEED)
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(THREADS)
+    seed_everything(Settings(seed=SEED, threads=THREADS))
     model, encoder = Judge(layers), Encoder()
     model.train()
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
@@ -70,10 +65,7 @@ def train(pairs: Sequence[tuple[str, str, float]], layers: int, epochs: int, lr:
         order = list(range(len(pairs)))
         random.Random(SEED * 100 + epoch).shuffle(order)
         plan += [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
-    warm = max(1, len(plan) // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: min((s + 1) / warm, max(0.0, (len(plan) - s) / max(1, len(plan) - warm)))
-    )
+    schedule = warmup_then_decay(optimiser, len(plan), max(1, len(plan) // 10))
     positives = sum(p[2] for p in pairs)
     weight = torch.tensor((len(pairs) - positives) / max(1.0, positives))  # classes weigh the same
     start = time.monotonic()

@@ -205,6 +205,14 @@ def seed_everything(settings: Settings) -> None:
     torch.set_num_threads(settings.threads)
 
 
+def warmup_then_decay(optimiser: torch.optim.Optimizer, steps: int, warm: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate rises linearly over the first ``warm`` of ``steps`` steps, then falls
+    linearly to zero at the last."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
+    )
+
+
 @dataclass(frozen=True)
 class Trained:
     model: MiniLM
@@ -222,10 +230,7 @@ def train(
     encoder = Encoder()
     plan = [b for e in range(settings.epochs) for b in batches(pairs, settings.batch, settings.seed, e)]
     optimiser = torch.optim.AdamW(model.parameters(), lr=settings.lr)
-    warm = max(1, int(settings.warmup * len(plan)))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: min((s + 1) / warm, max(0.0, (len(plan) - s) / max(1, len(plan) - warm)))
-    )
+    schedule = warmup_then_decay(optimiser, len(plan), max(1, int(settings.warmup * len(plan))))
     per_epoch = math.ceil(len(pairs) / settings.batch)
     start = time.monotonic()
     losses: list[float] = []
