@@ -197,6 +197,19 @@ def veto(items: Sequence[Mapping], cut_of: Callable[[Mapping], float]) -> dict:
     }
 
 
+def separation(items: Sequence[Mapping]) -> float:
+    """AUROC of the judge among grounded answers: correct ones (answerable, citing an expected
+    section) against invented ones (unanswerable)."""
+    grounded = [i for i in items if i["state"] == "grounded"]
+    return round(
+        auroc(
+            [i["score"] for i in grounded if i["answerable"] and i["cites"]],
+            [i["score"] for i in grounded if not i["answerable"]],
+        ),
+        DIGITS,
+    )
+
+
 def measure(rows: Mapping[str, list[dict]], scores: Mapping, cost: float) -> dict:
     items = [
         {
@@ -211,19 +224,6 @@ def measure(rows: Mapping[str, list[dict]], scores: Mapping, cost: float) -> dic
         for r in rows[name]
     ]
     cuts = {f: best_cut([i for i in items if i["fold"] != f], cost) for f in {i["fold"] for i in items}}
-    grounded = [i for i in items if i["state"] == "grounded"]
-    out: dict = {
-        "auroc_out_of_fold": round(
-            auroc(
-                [i["score"] for i in grounded if i["answerable"] and i["cites"]],
-                [i["score"] for i in grounded if not i["answerable"]],
-            ),
-            DIGITS,
-        ),
-        "out_of_fold": {
-            name: veto([i for i in items if i["project"] == name], lambda i: cuts[i["fold"]]) for name in PROJECTS
-        },
-    }
     cut = best_cut(items, cost)
     sealed = [
         {
@@ -234,16 +234,14 @@ def measure(rows: Mapping[str, list[dict]], scores: Mapping, cost: float) -> dic
         }
         for r in rows["sealed"]
     ]
-    sealed_grounded = [i for i in sealed if i["state"] == "grounded"]
-    out["auroc_sealed"] = round(
-        auroc(
-            [i["score"] for i in sealed_grounded if i["answerable"] and i["cites"]],
-            [i["score"] for i in sealed_grounded if not i["answerable"]],
-        ),
-        DIGITS,
-    )
-    out["sealed"] = veto(sealed, lambda i: cut)
-    return out
+    return {
+        "auroc_out_of_fold": separation(items),
+        "out_of_fold": {
+            name: veto([i for i in items if i["project"] == name], lambda i: cuts[i["fold"]]) for name in PROJECTS
+        },
+        "auroc_sealed": separation(sealed),
+        "sealed": veto(sealed, lambda i: cut),
+    }
 
 
 def render(result: Mapping, settings: Mapping) -> str:
