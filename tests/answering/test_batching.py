@@ -16,6 +16,7 @@ from rag_contract.answering.service import Abandoned, Answer, Service
 from rag_contract.embedders.base import EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from tests.support.clocks import FakeClock
+from tests.support.stages import BATCHED_STAGES
 
 # --- the rows equal the vectors embedded one at a time --------------------------------------
 
@@ -170,14 +171,7 @@ def test_a_batched_answer_shows_its_wait_and_its_call_as_stages(project, index, 
     question = "What does no-cache mean?"
     answer = _free_service(project, index, embedder.embed_together, clock).answer(question)
     assert isinstance(answer, Answer)
-    assert list(answer.budget.stages) == [
-        "embedding_wait",
-        "embedding",
-        "retrieval",
-        "drafting",
-        "grounding",
-        "relevance",
-    ]
+    assert list(answer.budget.stages) == list(BATCHED_STAGES)
     assert all(v > 0 for v in answer.budget.stages.values())
     # the same answer as with the question embedded on its own, budget aside
     drafter = ExtractiveDrafter.committed(project.thresholds.drafting)
