@@ -155,8 +155,8 @@ def test_render_shows_every_goal_and_case():
 # --- a subset of the cases, for real ----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def client(project, index, embedder, tmp_path_factory):
+def _probe_client(project, index, embedder, tmp_path_factory, **server):
+    """A probe client of the app over a fresh registry, served by ``running(app, **server)``."""
     app = make_app(
         project,
         Registry(index),
@@ -164,8 +164,13 @@ def client(project, index, embedder, tmp_path_factory):
         embedder=embedder,
         status=fresh_status(index),
     )
-    with running(app) as server:
-        yield probe.Client(server.port, probe.Tally())
+    with running(app, **server) as s:
+        yield probe.Client(s.port, probe.Tally())
+
+
+@pytest.fixture(scope="module")
+def client(project, index, embedder, tmp_path_factory):
+    yield from _probe_client(project, index, embedder, tmp_path_factory)
 
 
 @pytest.mark.parametrize(
@@ -188,15 +193,7 @@ def test_the_request_cases_pass_against_the_app(client, case):
 @pytest.fixture(scope="module")
 def served_client(project, index, embedder, tmp_path_factory):
     """The app behind the protocol ``serve`` runs (``HeaderDeadlineH11Protocol``: its head checks)."""
-    app = make_app(
-        project,
-        Registry(index),
-        drafts=tmp_path_factory.mktemp("drafts"),
-        embedder=embedder,
-        status=fresh_status(index),
-    )
-    with running(app, http=HeaderDeadlineH11Protocol) as server:
-        yield probe.Client(server.port, probe.Tally())
+    yield from _probe_client(project, index, embedder, tmp_path_factory, http=HeaderDeadlineH11Protocol)
 
 
 @pytest.mark.parametrize("case", [probe.smuggling, probe.request_targets])
