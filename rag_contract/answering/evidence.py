@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rag_contract.retrieval.terms import TermWeights, coverage
+from rag_contract.retrieval.terms import TermWeights, covering
 from rag_contract.retrieval.vectors import similarities
 from rag_contract.text.words import content_words
 
@@ -36,6 +36,8 @@ class PassageText:
     text: str
     sentences: tuple[str, ...] = ()
     sentence_vectors: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # the content words of each sentence, as the index keeps them (None: computed here)
+    sentence_terms: tuple[frozenset[str], ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class Evidence:
 def score_evidence(
     question: str, query: Query, passages: Sequence[PassageText], lexical_weight: float
 ) -> list[Evidence]:
-    terms = set(content_words(question))
+    share = covering(set(content_words(question)), query.weights)  # a set, as coverage() was given
     out = []
     for rank, p in enumerate(passages):
         title = set(content_words(p.title))
@@ -70,8 +72,10 @@ def score_evidence(
             if query.vector is not None and p.sentence_vectors is not None and len(p.sentences)
             else np.zeros(len(p.sentences))
         )
+        kept = p.sentence_terms
         for pos, (sentence, sim) in enumerate(zip(p.sentences, sims, strict=True)):
-            cov = coverage(terms, set(content_words(sentence)) | title, query.weights)
+            said = kept[pos] if kept is not None else frozenset(content_words(sentence))
+            cov = share(said | title)
             out.append(Evidence(p.section_id, pos, rank, sentence, round(float(sim), 6), round(cov, 6), 0.0))
     scored = [
         Evidence(e.section_id, e.position, e.rank, e.text, e.similarity, e.coverage,

@@ -228,6 +228,7 @@ def passage_texts(index: Index, passages: Sequence[Passage]) -> list[PassageText
                 index.section(p.section_id).text,
                 tuple(index.sentences[i].text for i in rows),
                 index.sentence_vectors[rows.start : rows.stop],
+                tuple(index.sentence_terms(i) for i in rows),
             )
         )
     return out

@@ -4,14 +4,16 @@ Contract: ``TermWeights.of(content_sets)`` is the inverse document frequency of 
 word over the given sections (``log((n + 1) / (df + 1))``); a word no section uses weighs the
 most (``unseen``), so matching a question's generic words (``cookie``, ``attribute``) is never
 worth as much as matching the word that names its subject (``SameSite``).
-``coverage(terms, found, weights)`` is the weighted share of ``terms`` present in ``found``.
+``coverage(terms, found, weights)`` is the weighted share of ``terms`` present in ``found``;
+``covering(terms, weights)`` is the same share as a function of ``found``, for one question's
+terms measured against many sentences (their total weight is summed once).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -39,7 +41,16 @@ class TermWeights:
         return cls(MappingProxyType({}), 1.0)
 
 
+def covering(terms: Iterable[str], weights: TermWeights) -> Callable[[set[str] | frozenset[str]], float]:
+    asked = set(terms)
+    weight = {t: weights(t) for t in asked}
+    total = sum(weight[t] for t in asked)
+
+    def share(found: set[str] | frozenset[str]) -> float:
+        return sum(weight[t] for t in asked & found) / total if total > 0 else 0.0
+
+    return share
+
+
 def coverage(terms: Iterable[str], found: set[str] | frozenset[str], weights: TermWeights) -> float:
-    terms = set(terms)
-    total = sum(weights(t) for t in terms)
-    return sum(weights(t) for t in terms & found) / total if total > 0 else 0.0
+    return covering(terms, weights)(found)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from rag_contract.text.words import content_word
 
+_RUN = re.compile(r"[\w-]+")
 STEM = 6  # a corpus word sharing this many leading letters is the same word ("tunnelling", "tunnel")
 
 
@@ -24,12 +25,14 @@ class Lexicon:
     words: frozenset[str]
     text: str
     stems: frozenset[str]
+    runs: frozenset[str]  # the text's maximal runs of word characters and hyphens
 
     @classmethod
     def of(cls, words: frozenset[str], text: str) -> Lexicon:
         """Compounds also count written solid ("keep-alive" is "keepalive")."""
         solid = frozenset(w.replace("-", "") for w in words if "-" in w)
-        return cls(words | solid, text, frozenset(w[:STEM] for w in words if len(w) >= STEM and w.isalpha()))
+        stems = frozenset(w[:STEM] for w in words if len(w) >= STEM and w.isalpha())
+        return cls(words | solid, text, stems, frozenset(_RUN.findall(text)))
 
     def knows(self, word: str) -> bool:
         """The corpus writes this word (any case, plural or not), or one sharing its stem."""
@@ -39,6 +42,10 @@ class Lexicon:
             return True
         if len(low) >= STEM and low[:STEM] in self.stems:
             return True
+        if _RUN.fullmatch(low):
+            # a run of word characters stands alone in the text exactly when it is one of its runs:
+            # a set lookup instead of a scan of the whole text (~10 ms)
+            return low in self.runs
         return re.search(rf"(?<![\w-]){re.escape(low)}(?![\w-])", self.text) is not None
 
     def says(self, phrase: str) -> bool:

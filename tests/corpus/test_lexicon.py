@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rag_contract.text.lexicon import STEM, Lexicon
 
 LEX = Lexicon.of(frozenset({"cache", "serialization", "keep-alive", "uri"}), "a uri reference. the keep-alive field.")
@@ -36,3 +38,21 @@ def test_the_index_lexicon_leaves_out_sections_that_never_answer(index):
     assert index.answering.knows("hpack")
     assert "ruellan" in index.vocabulary
     assert not index.answering.knows("ruellan")
+
+
+def test_a_word_of_the_text_is_found_as_a_whole_run_of_word_characters_and_hyphens():
+    lex = Lexicon.of(frozenset(), "max-age=0 or the no-cache x.y value; über-cache")
+    assert lex.knows("max-age") and lex.knows("x") and lex.knows("über-cache")
+    assert not lex.knows("max") and not lex.knows("age")  # inside a hyphenated run: not a word of its own
+    assert lex.knows("x.y") and not lex.knows("y.value")  # not a run: found by scanning the text
+
+
+def test_the_run_lookup_agrees_with_scanning_the_text(index):
+    lex = index.answering
+    probes = ["hpack", "ruellan", "max-age", "utf-8", "ipv6", "no-store", "stale-while-revalidate", "q=0.5", "a", ""]
+    probes += sorted(index.vocabulary)[::50]
+    for word in probes:
+        low = word.lower()
+        scanned = re.search(rf"(?<![\w-]){re.escape(low)}(?![\w-])", lex.text) is not None
+        if scanned != (low in lex.runs) and re.fullmatch(r"[\w-]+", low):
+            raise AssertionError(f"{word!r}: scanned {scanned}, runs {low in lex.runs}")
