@@ -360,7 +360,8 @@ def cmd_adapt(args) -> int:
         print(f"rag-contract adapt: needs the train extra ({exc.name} is missing): `make adapt`", file=sys.stderr)
         return 2
     project = _project(args)
-    settings = Settings(**{k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None})
+    chosen = (("epochs", args.epochs), ("lr", args.lr), ("negatives", args.negatives))
+    settings = Settings(**{k: v for k, v in chosen if v is not None})
     kinds = tuple(args.pairs.split(",")) if args.pairs else adapt.KINDS
 
     def progress(line: str) -> None:
@@ -372,7 +373,7 @@ def cmd_adapt(args) -> int:
             index = load_index(project.paths.index)
             out = Path(args.out) if args.out else None
             record = adapt.adapt_folds(
-                project, index, folds(project.questions.questions), settings, kinds, progress, out
+                project, index, folds(project.questions.questions), settings, kinds, progress, out, args.only_folds
             )
         else:
             record = adapt.adapt_serving(project, settings, kinds, progress)
@@ -575,7 +576,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--epochs", type=int, help="default 1")
     s.add_argument("--lr", type=float, help="default 2e-5")
     s.add_argument("--pairs", help="pair kinds, comma-separated (default heading,cloze,question)")
+    s.add_argument("--negatives", choices=["none", "lexical"], help="hard negatives for question pairs (default none)")
     s.add_argument("--out", help="with --folds: write the legs here instead")
+    s.add_argument(
+        "--only-folds",
+        type=lambda v: tuple(int(x) for x in v.split(",")),
+        default=(),
+        help="with --folds: these folds alone (a trial)",
+    )
     s.add_argument("--quiet", action="store_true", help="no progress lines")
     s.set_defaults(func=cmd_adapt)
 

@@ -78,7 +78,7 @@ def adapt_serving(
     project: Project, settings: Settings = DEFAULTS, kinds: Sequence[str] = KINDS, progress: Progress | None = None
 ) -> dict:
     questions = project.questions.questions
-    pairs = training_pairs(project.corpus.sections, project.chunk_params, questions, kinds)
+    pairs = training_pairs(project.corpus.sections, project.chunk_params, questions, kinds, settings.negatives)
     trained = train(pairs, settings, progress)
     out = adapted_model_file(project.paths.models)
     staged = out.with_name(out.name + ".tmp")
@@ -114,9 +114,10 @@ def adapt_folds(
     kinds: Sequence[str] = KINDS,
     progress: Progress | None = None,
     out: Path | None = None,
+    only: Sequence[int] = (),
 ) -> dict:
-    """One model per fold; ``index`` gives the sections, chunks and sentences (its vectors are
-    replaced by each fold model's)."""
+    """One model per fold (``only``: those folds alone, for a trial); ``index`` gives the
+    sections, chunks and sentences (its vectors are replaced by each fold model's)."""
     if index.inputs.chunking != chunking_identity(project.chunk_params) or (
         index.inputs.corpus_fingerprint != project.corpus.fingerprint
     ):
@@ -127,14 +128,16 @@ def adapt_folds(
     chunk_texts = [embed_text(c, sections) for c in index.chunks]
     sentence_texts = [sentence_text(s, sections[s.section_id].title) for s in index.sentences]
     sample = check_sample(project)
-    folds = sorted(set(assignment.values()))
+    folds = sorted(f for f in set(assignment.values()) if not only or f in only)
     meta = fold_meta(project, assignment) | {"settings": settings.as_dict(), "pair_kinds": list(kinds)}
     target = out or project.paths.models / FOLDS_FILE
     legs: dict[int, list] = {}
     per_fold: list[dict] = []
     for f in folds:
         train_questions: list[Question] = [q for q in questions if assignment[q.id] != f]
-        pairs = training_pairs(project.corpus.sections, project.chunk_params, train_questions, kinds)
+        pairs = training_pairs(
+            project.corpus.sections, project.chunk_params, train_questions, kinds, settings.negatives
+        )
         if f > folds[0] and "question" not in kinds:
             # no question pairs: every fold's model is the first one (training is deterministic)
             legs[f] = legs[folds[0]]

@@ -13,6 +13,12 @@ another pair of the same section as a negative. Built from ``Section`` ids, titl
 - ``question``: a committed answerable question -> each chunk of each expected section,
   title-prefixed. Only the questions passed in are used: a fold passes its training questions.
 
+``with_lexical_negatives`` gives each question pair a hard negative, as DPR trains with BM25
+negatives: the chunk BM25 ranks first for the question among the sections it does not expect
+and that can answer (not references, acknowledgements and the like: ``corpus.roles``),
+title-prefixed. BM25 is fitted on the corpus alone, so a negative says nothing of the questions
+a fold holds out.
+
 Everything here is plain Python: the rules are tested without torch.
 """
 
@@ -24,10 +30,13 @@ from dataclasses import dataclass
 
 from rag_contract.config.questions import Question
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
+from rag_contract.corpus.roles import never_answers
 from rag_contract.corpus.sentences import sentences
 from rag_contract.corpus.sources import Section
+from rag_contract.retrieval.lexical import Lexical
 
 KINDS = ("heading", "cloze", "question")
+NEGATIVES = ("none", "lexical")  # hard negatives: none beyond the batch, or BM25's (question pairs)
 CLOZE_MIN_WORDS = 6  # shorter sentences (list items, ABNF fragments) say too little to find their chunk
 PATH_SEPARATOR = " > "
 
@@ -38,6 +47,8 @@ class Pair:
     anchor: str
     positive: str
     group: str  # the section the positive belongs to
+    negative: str | None = None  # a text like the positive that the anchor must rank below it
+    negative_group: str | None = None  # the section the negative belongs to
 
 
 def ancestors(section_id: str, known: Mapping[str, Section]) -> list[Section]:
@@ -95,13 +106,47 @@ def question_pairs(sections: Sequence[Section], chunks: Sequence[Chunk], questio
     ]
 
 
+def with_lexical_negatives(
+    pairs: Sequence[Pair], sections: Sequence[Section], chunks: Sequence[Chunk], questions: Iterable[Question]
+) -> list[Pair]:
+    """``pairs`` with a BM25 hard negative on each question pair (see the module docstring); the
+    other kinds, and a question whose every chunk is expected, are left as they are."""
+    known = {s.id: s for s in sections}
+    expected = {q.question: set(q.expected) for q in questions if q.answerable}
+    mute = {s.id for s in sections if never_answers(s.title)}
+    lexical = Lexical([c.text for c in chunks])
+    picked: dict[str, Chunk | None] = {}
+    out = []
+    for p in pairs:
+        if p.kind != "question":
+            out.append(p)
+            continue
+        if p.anchor not in picked:
+            scores = lexical.scores(p.anchor)
+            wanted = expected.get(p.anchor, {p.group})
+            # highest score first, ties by chunk order: the same pick on every machine
+            ranked = sorted(range(len(chunks)), key=lambda i: (-float(scores[i]), i))
+            picked[p.anchor] = next((chunks[i] for i in ranked if chunks[i].section_id not in wanted | mute), None)
+        c = picked[p.anchor]
+        if c is None:
+            out.append(p)
+            continue
+        negative = _titled(known[c.section_id].title, c.text)
+        out.append(Pair(p.kind, p.anchor, p.positive, p.group, negative, c.section_id))
+    return out
+
+
 def training_pairs(
     sections: Sequence[Section],
     params: ChunkParams,
     questions: Iterable[Question],
     kinds: Sequence[str] = KINDS,
+    negatives: str = "none",
 ) -> list[Pair]:
-    """The pairs of ``kinds`` over the corpus chunked by ``params``, in a fixed order."""
+    """The pairs of ``kinds`` over the corpus chunked by ``params``, in a fixed order; with
+    ``negatives="lexical"``, question pairs carry BM25 hard negatives."""
+    if negatives not in NEGATIVES:
+        raise ValueError(f"unknown negatives {negatives!r}; known: {list(NEGATIVES)}")
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise ValueError(f"unknown pair kind(s) {unknown}; known: {list(KINDS)}")
@@ -112,7 +157,9 @@ def training_pairs(
     if "cloze" in kinds:
         out += cloze_pairs(sections, chunks)
     if "question" in kinds:
-        out += question_pairs(sections, chunks, questions)
+        questions = list(questions)
+        asked = question_pairs(sections, chunks, questions)
+        out += with_lexical_negatives(asked, sections, chunks, questions) if negatives == "lexical" else asked
     return out
 
 
@@ -123,6 +170,9 @@ def batches(pairs: Sequence[Pair], size: int, seed: int, epoch: int) -> list[lis
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
-def negatives_mask(groups: Sequence[str]) -> list[list[bool]]:
-    """mask[i][j]: True where positive j may serve as a negative for anchor i (another section's)."""
-    return [[i == j or gi != gj for j, gj in enumerate(groups)] for i, gi in enumerate(groups)]
+def negatives_mask(groups: Sequence[str], negative_groups: Sequence[str] = ()) -> list[list[bool]]:
+    """mask[i][j]: True where candidate j may serve as a negative for anchor i (another
+    section's). The candidates are the batch's positives, then its hard negatives (of
+    ``negative_groups``); anchor i's own positive (j == i) is always allowed."""
+    candidates = [*groups, *negative_groups]
+    return [[i == j or gi != gj for j, gj in enumerate(candidates)] for i, gi in enumerate(groups)]

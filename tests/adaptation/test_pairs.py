@@ -109,3 +109,42 @@ def test_batches_cover_every_pair_once_per_epoch_in_a_seeded_order():
 def test_a_positive_of_the_anchors_own_section_is_never_its_negative():
     mask = negatives_mask(["a", "b", "a"])
     assert mask == [[True, True, False], [True, True, True], [False, True, True]]
+
+
+def test_a_hard_negative_of_the_anchors_own_section_is_never_its_negative():
+    # positives of sections a, b; then hard negatives of sections b and c
+    mask = negatives_mask(["a", "b"], ["b", "c"])
+    assert mask == [[True, True, True, True], [True, True, False, True]]
+
+
+LEXICAL = [
+    *SECTIONS,
+    Section("doc#1.3", "Validation", "A validator such as an entity tag lets a cache revalidate a stale response."),
+    Section("doc#9", "References", "Freshness of caches and stale responses, a survey of entity tag validation."),
+]
+
+
+def test_a_lexical_negative_is_bm25s_best_chunk_of_a_section_the_question_does_not_expect():
+    chunks = chunk_sections(LEXICAL, PARAMS)
+    asked = Question("t1", "When may a cache serve a stale response with an entity tag?", expected=("doc#1.2",))
+    pairs = training_pairs(LEXICAL, PARAMS, [asked], kinds=("heading", "question"), negatives="lexical")
+    questions = [p for p in pairs if p.kind == "question"]
+    validation = next(c for c in chunks if c.section_id == "doc#1.3")
+    # the references section matches the question's words too, but never answers: not a negative
+    assert {(p.negative, p.negative_group) for p in questions} == {(f"Validation: {validation.text}", "doc#1.3")}
+    assert all(p.negative is None for p in pairs if p.kind == "heading")
+    plain = training_pairs(LEXICAL, PARAMS, [asked], kinds=("heading", "question"))
+    assert [(p.anchor, p.positive) for p in pairs] == [(p.anchor, p.positive) for p in plain]
+    assert all(p.negative is None for p in plain)
+
+
+def test_a_question_whose_every_other_section_cannot_answer_keeps_no_negative():
+    only = [SECTIONS[1], LEXICAL[-1]]
+    asked = Question("t1", "How long is a response fresh?", expected=("doc#1.2",))
+    pairs = training_pairs(only, PARAMS, [asked], kinds=("question",), negatives="lexical")
+    assert pairs and all(p.negative is None for p in pairs)
+
+
+def test_unknown_negatives_are_refused_naming_them():
+    with pytest.raises(ValueError, match="sibling"):
+        training_pairs(SECTIONS, PARAMS, [], negatives="sibling")
