@@ -1305,8 +1305,13 @@ def render(report: Mapping[str, Any]) -> str:
         f"{g['abandoned_of_64']['value']} | {_met(g['abandoned_of_64']['met'])} |",
         f"| shed replies past the queue under {GOAL_SHED_MS:g} ms in the server, each with `Retry-After` "
         f"| {shed['shed']} shed, {shed['with_retry_after']} with `Retry-After`; past the queue, server (access log) "
-        f"p50 {ms['p50']} ms, p99 {ms['p99']} ms, max {ms['max']} ms; after waiting in the queue, max "
-        f"{wait['max']} ms; client, from its send, p50 {client['p50']} ms, max {client['max']} ms "
+        f"p50 {ms['p50']} ms, p99 {ms['p99']} ms, max {ms['max']} ms; "
+        + (
+            f"after waiting in the queue, max {wait['max']} ms; "
+            if wait["max"] is not None
+            else "none shed from the queue; "
+        )
+        + f"client, from its send, p50 {client['p50']} ms, max {client['max']} ms "
         f"| {_met(g['shed_ms_with_retry_after']['met'])} |",
         f"| bucket table after {IDENTITIES} unique identities (in process) | {mem['value']['buckets']} buckets, "
         f"{mem['value']['bytes'] / 1e6:.1f} MB (bound {mem['target']['buckets']}, "
