@@ -26,13 +26,15 @@ $(TRAIN_STAMP): pyproject.toml requirements.lock
 	touch $@
 
 # Tune the embedder on the corpus and every question (models/minilm-l6-adapted.onnx); then name
-# minilm-l6-adapted as index.embedder and rebuild the index.
+# minilm-l6-adapted as index.embedder and rebuild the index. PROJECT: another project's root
+# (make adapt PROJECT=examples/starlette-docs).
+PROJECT ?= .
 adapt: $(TRAIN_STAMP)
-	nice -n 10 $(TRAIN)/bin/rag-contract adapt
+	nice -n 10 $(TRAIN)/bin/rag-contract --root $(PROJECT) adapt
 
 # One tuned model per calibration fold, for out-of-fold figures (models/minilm-l6-adapted-folds.npz).
 adapt-folds: $(TRAIN_STAMP)
-	nice -n 10 $(TRAIN)/bin/rag-contract adapt --folds
+	nice -n 10 $(TRAIN)/bin/rag-contract --root $(PROJECT) adapt --folds
 
 serve: $(STAMP)
 	$(BIN)/rag-contract serve
