@@ -576,7 +576,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--epochs", type=int, help="default 1")
     s.add_argument("--lr", type=float, help="default 2e-5")
     s.add_argument("--pairs", help="pair kinds, comma-separated (default heading,cloze,question)")
-    s.add_argument("--negatives", choices=["none", "lexical"], help="hard negatives for question pairs (default none)")
+    s.add_argument(
+        "--negatives", choices=["none", "lexical", "sibling"], help="hard negatives for question pairs (default none)"
+    )
     s.add_argument("--out", help="with --folds: write the legs here instead")
     s.add_argument(
         "--only-folds",

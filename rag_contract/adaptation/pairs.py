@@ -17,7 +17,9 @@ another pair of the same section as a negative. Built from ``Section`` ids, titl
 negatives: the chunk BM25 ranks first for the question among the sections it does not expect
 and that can answer (not references, acknowledgements and the like: ``corpus.roles``),
 title-prefixed. BM25 is fitted on the corpus alone, so a negative says nothing of the questions
-a fold holds out.
+a fold holds out. ``with_sibling_negatives`` picks instead a chunk of a sibling of the
+expected section (the same parent by dotted number, or the same document for an undotted id),
+by a hash of the question, among the siblings it does not expect and that can answer.
 
 Everything here is plain Python: the rules are tested without torch.
 """
@@ -36,7 +38,8 @@ from rag_contract.corpus.sources import Section
 from rag_contract.retrieval.lexical import Lexical
 
 KINDS = ("heading", "cloze", "question")
-NEGATIVES = ("none", "lexical")  # hard negatives: none beyond the batch, or BM25's (question pairs)
+# hard negatives for question pairs: none beyond the batch, BM25's, or a sibling section's chunk
+NEGATIVES = ("none", "lexical", "sibling")
 CLOZE_MIN_WORDS = 6  # shorter sentences (list items, ABNF fragments) say too little to find their chunk
 PATH_SEPARATOR = " > "
 
@@ -136,6 +139,41 @@ def with_lexical_negatives(
     return out
 
 
+def parent_of(section_id: str) -> str:
+    """``doc#4.2`` for ``doc#4.2.1``, ``doc`` for ``doc#4`` and for an undotted ``doc#slug``."""
+    doc, _, number = section_id.partition("#")
+    head, dot, _ = number.rpartition(".")
+    return f"{doc}#{head}" if dot else doc
+
+
+def with_sibling_negatives(
+    pairs: Sequence[Pair], sections: Sequence[Section], chunks: Sequence[Chunk], questions: Iterable[Question]
+) -> list[Pair]:
+    """``pairs`` with a sibling section's chunk as the hard negative of each question pair (see
+    the module docstring); a section without such a sibling leaves its pairs as they are."""
+    known = {s.id: s for s in sections}
+    expected = {q.question: set(q.expected) for q in questions if q.answerable}
+    first: dict[str, Chunk] = {}
+    for c in chunks:
+        first.setdefault(c.section_id, c)
+    family: dict[str, list[str]] = {}
+    for s in sections:
+        if s.id in first and not never_answers(s.title):
+            family.setdefault(parent_of(s.id), []).append(s.id)
+    out = []
+    for p in pairs:
+        wanted = expected.get(p.anchor, {p.group})
+        siblings = [sid for sid in family.get(parent_of(p.group), []) if sid not in wanted]
+        if p.kind != "question" or not siblings:
+            out.append(p)
+            continue
+        c = first[siblings[_pick(f"{p.anchor}|{p.group}", len(siblings))]]
+        out.append(
+            Pair(p.kind, p.anchor, p.positive, p.group, _titled(known[c.section_id].title, c.text), c.section_id)
+        )
+    return out
+
+
 def training_pairs(
     sections: Sequence[Section],
     params: ChunkParams,
@@ -159,7 +197,11 @@ def training_pairs(
     if "question" in kinds:
         questions = list(questions)
         asked = question_pairs(sections, chunks, questions)
-        out += with_lexical_negatives(asked, sections, chunks, questions) if negatives == "lexical" else asked
+        if negatives == "lexical":
+            asked = with_lexical_negatives(asked, sections, chunks, questions)
+        elif negatives == "sibling":
+            asked = with_sibling_negatives(asked, sections, chunks, questions)
+        out += asked
     return out
 
 

@@ -53,7 +53,7 @@ class Settings:
     positive_tokens: int = 128  # the first 128 word-pieces of a chunk: half the time of 256
     seed: int = 0
     threads: int = 1  # on shared cores one thread loses less to waiting than two; fixed, for determinism
-    negatives: str = "none"  # pairs.NEGATIVES: "lexical" gives question pairs a BM25 hard negative
+    negatives: str = "none"  # pairs.NEGATIVES: "lexical" or "sibling" gives question pairs a hard negative
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -12,6 +12,7 @@ from rag_contract.adaptation.pairs import (
     cloze_pairs,
     heading_path,
     negatives_mask,
+    parent_of,
     question_pairs,
     training_pairs,
 )
@@ -146,5 +147,32 @@ def test_a_question_whose_every_other_section_cannot_answer_keeps_no_negative():
 
 
 def test_unknown_negatives_are_refused_naming_them():
-    with pytest.raises(ValueError, match="sibling"):
-        training_pairs(SECTIONS, PARAMS, [], negatives="sibling")
+    with pytest.raises(ValueError, match="random"):
+        training_pairs(SECTIONS, PARAMS, [], negatives="random")
+
+
+def test_a_sections_parent_is_its_dotted_number_less_one_part_or_its_document():
+    assert parent_of("doc#4.2.1") == "doc#4.2"
+    assert parent_of("doc#4") == "doc" == parent_of("doc#freeze-windows")
+
+
+def test_a_sibling_negative_is_a_chunk_of_a_sibling_section_the_question_does_not_expect():
+    family = [
+        Section("doc#2", "Caching", _prose("caching", 2)),
+        Section("doc#2.1", "Freshness", _prose("freshness", 2)),
+        Section("doc#2.2", "Validation", _prose("validation", 2)),
+        Section("doc#2.3", "Invalidation", _prose("invalidation", 2)),
+        Section("doc#2.4", "Acknowledgements", _prose("thanks", 2)),
+    ]
+    chunks = chunk_sections(family, PARAMS)
+    asked = Question("t1", "How long is a response fresh?", expected=("doc#2.1", "doc#2.3"))
+    pairs = training_pairs(family, PARAMS, [asked], kinds=("question",), negatives="sibling")
+    validation = next(c for c in chunks if c.section_id == "doc#2.2")
+    # 2.3 is expected too and 2.4 never answers: 2.2 is the one sibling left
+    assert pairs and {(p.negative, p.negative_group) for p in pairs} == {(f"Validation: {validation.text}", "doc#2.2")}
+    # the pick is by a hash of the question: over several questions, never the acknowledgements
+    many = [Question(f"t{i}", f"How long is response {i} fresh?", expected=asked.expected) for i in range(8)]
+    picked = training_pairs(family, PARAMS, many, kinds=("question",), negatives="sibling")
+    assert {p.negative_group for p in picked} == {"doc#2.2"}
+    alone = training_pairs(family[:2], PARAMS, [asked], kinds=("question",), negatives="sibling")
+    assert alone and all(p.negative is None for p in alone)
