@@ -11,6 +11,11 @@ is not honoured (the harshest client). Every request asks a question of the ques
 ``X-Forwarded-For``, so the rate limiter (one trusted hop in the load tree) gives every request
 its own bucket, as the wrk script does.
 
+Beside the latency the client sees, each answered reply's own ``budget.spent_ms`` (the time the
+service spent on the answer, from admission to the last stage) is kept: the difference between
+the two is the time the request spent outside the service (read and screened, handed to a
+thread and back, waiting for turns of the event loop).
+
 ``run_level(host, port, clients, duration_s, questions, run)`` is one measure; ``AskLevel``
 holds it. Only replies that arrive before the end of the duration are counted.
 """
@@ -37,6 +42,7 @@ class AskLevel:
     duration_s: float
     statuses: Mapping[int, int] = field(default_factory=dict)  # status -> replies
     answered_ms: Sequence[float] = ()  # client-side latency of every 200, in order of arrival
+    spent_ms: Sequence[float] = ()  # the service's own budget.spent_ms of every 200
     shed: int = 0  # 503 "overloaded"
     abandoned: int = 0  # 503 "abandoned": admitted, then past its deadline
     socket_errors: int = 0  # connections refused or dropped before a whole reply
@@ -59,10 +65,11 @@ class AskLevel:
 
     def percentile_ms(self, q: float) -> float | None:
         """Nearest-rank percentile of the answered latencies (None: nothing answered)."""
-        if not self.answered_ms:
-            return None
-        ordered = sorted(self.answered_ms)
-        return ordered[max(0, math.ceil(q / 100.0 * len(ordered)) - 1)]
+        return _nearest_rank(self.answered_ms, q)
+
+    def spent_percentile_ms(self, q: float) -> float | None:
+        """The same of the service's own time on each answer."""
+        return _nearest_rank(self.spent_ms, q)
 
     def as_dict(self) -> dict[str, Any]:
         def ms(v: float | None) -> float | None:
@@ -72,6 +79,8 @@ class AskLevel:
             "answers_per_s": round(self.answers_per_s, 1),
             "p50_ms": ms(self.percentile_ms(50)),
             "p99_ms": ms(self.percentile_ms(99)),
+            "service_p50_ms": ms(self.spent_percentile_ms(50)),
+            "service_p99_ms": ms(self.spent_percentile_ms(99)),
             "answered": self.answered,
             "replies": self.replies,
             "shed": self.shed,
@@ -80,6 +89,23 @@ class AskLevel:
             "socket_errors": self.socket_errors,
             "statuses": {str(code): self.statuses[code] for code in sorted(self.statuses)},
         }
+
+
+def _nearest_rank(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100.0 * len(ordered)) - 1)]
+
+
+def spent_of(payload: bytes) -> float | None:
+    """``budget.spent_ms`` of an answer's JSON body, or None when it has none."""
+    try:
+        budget = json.loads(payload).get("budget")
+    except (ValueError, AttributeError):
+        return None
+    spent = budget.get("spent_ms") if isinstance(budget, dict) else None
+    return float(spent) if isinstance(spent, (int, float)) else None
 
 
 def request_bytes(host: str, body: bytes, client: str) -> bytes:
@@ -147,6 +173,8 @@ async def _client(
             tally["statuses"][status] += 1
             if status == 200:
                 tally["answered_ms"].append((ended - began) * 1000.0)
+                if (spent := spent_of(payload)) is not None:
+                    tally["spent_ms"].append(spent)
             elif status == 503:
                 error = json.loads(payload).get("error") if payload.startswith(b"{") else None
                 if error == "overloaded":
@@ -162,7 +190,14 @@ async def _client(
 
 
 async def _level(host: str, port: int, clients: int, duration_s: float, bodies: Sequence[bytes], run: int) -> AskLevel:
-    tally: dict[str, Any] = {"statuses": Counter(), "answered_ms": [], "shed": 0, "abandoned": 0, "socket_errors": 0}
+    tally: dict[str, Any] = {
+        "statuses": Counter(),
+        "answered_ms": [],
+        "spent_ms": [],
+        "shed": 0,
+        "abandoned": 0,
+        "socket_errors": 0,
+    }
     began = time.perf_counter()
     stop_at = began + duration_s
     await asyncio.gather(*(_client(host, port, n, bodies, run, stop_at, tally) for n in range(clients)))
@@ -171,6 +206,7 @@ async def _level(host: str, port: int, clients: int, duration_s: float, bodies: 
         duration_s=duration_s,
         statuses=dict(tally["statuses"]),
         answered_ms=tuple(tally["answered_ms"]),
+        spent_ms=tuple(tally["spent_ms"]),
         shed=tally["shed"],
         abandoned=tally["abandoned"],
         socket_errors=tally["socket_errors"],

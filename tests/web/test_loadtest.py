@@ -314,6 +314,7 @@ def test_smoke_run_against_one_worker_and_the_bare_route(root):
         assert asked["answered"] > 0 and set(asked["statuses"]) <= {"200", "503"}
         assert asked["statuses"].get("503", 0) == asked["abandoned"] and asked["socket_errors"] == 0
         assert 0 < asked["p50_ms"] <= asked["p99_ms"]
+        assert 0 < asked["service_p50_ms"] <= asked["p50_ms"]  # the service's share of what the client saw
     assert report["ask"]["goals"]["p50_at_1"]["met"] is not None
     assert "| batched | 1 |" in render(report)
     assert report["ratios"]["revalidate_vs_bare"]["best"] > 0
@@ -364,6 +365,16 @@ def test_an_ask_level_counts_answers_sheds_and_the_answered_latency_only():
     d = level.as_dict()
     assert (d["answers_per_s"], d["p50_ms"], d["p99_ms"], d["shed_share"], d["abandoned"]) == (2.0, 3.0, 9.0, 0.5, 1)
     assert AskLevel(1, 1.0).as_dict()["p50_ms"] is None and AskLevel(1, 1.0).shed_share == 0.0
+    assert (d["service_p50_ms"], d["service_p99_ms"]) == (None, None)  # no spent figure read
+    timed = AskLevel(clients=1, duration_s=1.0, answered_ms=(30.0, 50.0), spent_ms=(4.0, 2.0, 8.0)).as_dict()
+    assert (timed["service_p50_ms"], timed["service_p99_ms"]) == (4.0, 8.0)
+
+
+def test_the_ask_client_reads_the_services_own_time_from_an_answer():
+    assert ask_load.spent_of(b'{"state": "grounded", "budget": {"deadline_ms": 150.0, "spent_ms": 12.5}}') == 12.5
+    assert ask_load.spent_of(b'{"error": "overloaded"}') is None
+    assert ask_load.spent_of(b'{"budget": {"spent_ms": "soon"}}') is None
+    assert ask_load.spent_of(b"not json") is None and ask_load.spent_of(b"[1]") is None
 
 
 def test_the_ask_client_reads_a_reply_head_and_gives_every_request_its_own_address():
@@ -404,9 +415,12 @@ def test_render_shows_the_ask_table_and_goals():
         "configs": {name: {"levels": lv} for name, lv in levels.items()},
         "goals": loadtest.ask_goals(levels, 150.0),
     }
+    levels["batched"]["64"] |= {"service_p50_ms": 11.25, "service_p99_ms": 60.0}
     report = {**_report(_configs(bare=1000, one=800, two=None)), "ask": ask}
     text = render(report)
-    assert "| POST /ask | clients | answers/s | p50 ms | p99 ms | shed share | abandoned |" in text
-    assert "| batched | 64 | 61.0 | 20.0 | 120.0 | 50% | 0 |" in text
-    assert "| unbatched (max_batch 1) | 1 | 100.0 | 4.5 | 4.5 | 50% | 0 |" in text
+    header = "| POST /ask | clients | answers/s | p50 ms | p99 ms | service p50 ms | service p99 ms | shed share |"
+    assert header in text
+    assert "| batched | 64 | 61.0 | 20.0 | 120.0 | 11.2 | 60.0 | 50% | 0 |" in text
+    # a report from before the service's own time was read says so rather than failing
+    assert "| unbatched (max_batch 1) | 1 | 100.0 | 4.5 | 4.5 | n/a | n/a | 50% | 0 |" in text
     assert "61.0 answers/s (goal >= 60: met)" in text and "= 5.5: met" in text
