@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from rag_contract.adaptation.pairs import NEGATIVES
 from rag_contract.answering.drafting import DraftError, ExtractiveDrafter, FixtureDrafter, RecordedOrDrafted
 from rag_contract.answering.free_text import AskRejected, validate_question
 from rag_contract.answering.live_drafter import LiveDrafter, live_drafter_for
@@ -576,9 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--epochs", type=int, help="default 1")
     s.add_argument("--lr", type=float, help="default 2e-5")
     s.add_argument("--pairs", help="pair kinds, comma-separated (default heading,cloze,question)")
-    s.add_argument(
-        "--negatives", choices=["none", "lexical", "sibling"], help="hard negatives for question pairs (default none)"
-    )
+    s.add_argument("--negatives", choices=NEGATIVES, help="hard negatives for question pairs (default none)")
     s.add_argument("--out", help="with --folds: write the legs here instead")
     s.add_argument(
         "--only-folds",

@@ -27,8 +27,8 @@ Everything here is plain Python: the rules are tested without torch.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from rag_contract.config.questions import Question
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
@@ -109,34 +109,47 @@ def question_pairs(sections: Sequence[Section], chunks: Sequence[Chunk], questio
     ]
 
 
+def _with_negatives(
+    pairs: Sequence[Pair], sections: Sequence[Section], pick: Callable[[Pair], Chunk | None]
+) -> list[Pair]:
+    """``pairs`` with the chunk ``pick`` gives each question pair as its hard negative,
+    title-prefixed; other kinds, and a pair ``pick`` finds none for, are left as they are."""
+    known = {s.id: s for s in sections}
+    out = []
+    for p in pairs:
+        c = pick(p) if p.kind == "question" else None
+        if c is not None:
+            p = replace(p, negative=_titled(known[c.section_id].title, c.text), negative_group=c.section_id)
+        out.append(p)
+    return out
+
+
+def _expected(questions: Iterable[Question]) -> dict[str, set[str]]:
+    # a question pair's anchor is its question's text: the sections it may not take a negative from
+    return {q.question: set(q.expected) for q in questions if q.answerable}
+
+
 def with_lexical_negatives(
     pairs: Sequence[Pair], sections: Sequence[Section], chunks: Sequence[Chunk], questions: Iterable[Question]
 ) -> list[Pair]:
-    """``pairs`` with a BM25 hard negative on each question pair (see the module docstring); the
-    other kinds, and a question whose every chunk is expected, are left as they are."""
-    known = {s.id: s for s in sections}
-    expected = {q.question: set(q.expected) for q in questions if q.answerable}
+    """``pairs`` with a BM25 hard negative on each question pair (see the module docstring); a
+    question with no other section that can answer keeps none."""
+    expected = _expected(questions)
     mute = {s.id for s in sections if never_answers(s.title)}
     lexical = Lexical([c.text for c in chunks])
-    picked: dict[str, Chunk | None] = {}
-    out = []
-    for p in pairs:
-        if p.kind != "question":
-            out.append(p)
-            continue
+
+    picked: dict[str, Chunk | None] = {}  # per question: its pairs share one negative
+
+    def best(p: Pair) -> Chunk | None:
         if p.anchor not in picked:
             scores = lexical.scores(p.anchor)
-            wanted = expected.get(p.anchor, {p.group})
+            barred = expected.get(p.anchor, {p.group}) | mute
             # highest score first, ties by chunk order: the same pick on every machine
             ranked = sorted(range(len(chunks)), key=lambda i: (-float(scores[i]), i))
-            picked[p.anchor] = next((chunks[i] for i in ranked if chunks[i].section_id not in wanted | mute), None)
-        c = picked[p.anchor]
-        if c is None:
-            out.append(p)
-            continue
-        negative = _titled(known[c.section_id].title, c.text)
-        out.append(Pair(p.kind, p.anchor, p.positive, p.group, negative, c.section_id))
-    return out
+            picked[p.anchor] = next((chunks[i] for i in ranked if chunks[i].section_id not in barred), None)
+        return picked[p.anchor]
+
+    return _with_negatives(pairs, sections, best)
 
 
 def parent_of(section_id: str) -> str:
@@ -151,8 +164,7 @@ def with_sibling_negatives(
 ) -> list[Pair]:
     """``pairs`` with a sibling section's chunk as the hard negative of each question pair (see
     the module docstring); a section without such a sibling leaves its pairs as they are."""
-    known = {s.id: s for s in sections}
-    expected = {q.question: set(q.expected) for q in questions if q.answerable}
+    expected = _expected(questions)
     first: dict[str, Chunk] = {}
     for c in chunks:
         first.setdefault(c.section_id, c)
@@ -160,18 +172,13 @@ def with_sibling_negatives(
     for s in sections:
         if s.id in first and not never_answers(s.title):
             family.setdefault(parent_of(s.id), []).append(s.id)
-    out = []
-    for p in pairs:
+
+    def sibling(p: Pair) -> Chunk | None:
         wanted = expected.get(p.anchor, {p.group})
         siblings = [sid for sid in family.get(parent_of(p.group), []) if sid not in wanted]
-        if p.kind != "question" or not siblings:
-            out.append(p)
-            continue
-        c = first[siblings[_pick(f"{p.anchor}|{p.group}", len(siblings))]]
-        out.append(
-            Pair(p.kind, p.anchor, p.positive, p.group, _titled(known[c.section_id].title, c.text), c.section_id)
-        )
-    return out
+        return first[siblings[_pick(f"{p.anchor}|{p.group}", len(siblings))]] if siblings else None
+
+    return _with_negatives(pairs, sections, sibling)
 
 
 def training_pairs(
@@ -182,7 +189,7 @@ def training_pairs(
     negatives: str = "none",
 ) -> list[Pair]:
     """The pairs of ``kinds`` over the corpus chunked by ``params``, in a fixed order; with
-    ``negatives="lexical"``, question pairs carry BM25 hard negatives."""
+    ``negatives`` "lexical" or "sibling", question pairs carry a hard negative of that kind."""
     if negatives not in NEGATIVES:
         raise ValueError(f"unknown negatives {negatives!r}; known: {list(NEGATIVES)}")
     unknown = sorted(set(kinds) - set(KINDS))
