@@ -98,9 +98,20 @@ def test_committed_hashes_read_sha256sum_lines(tmp_path):
 
 def test_the_committed_sealed_hash_is_the_protocols(root):
     sums = committed_hashes(root / "eval" / "sealed" / "SHA256SUMS")
-    assert list(sums) == ["sealed.yaml", "rfc-sealed-2.yaml", "rfc-sealed-3.yaml", "rfc-sealed-4.yaml"]
+    assert list(sums) == [
+        "sealed.yaml",
+        "rfc-sealed-2.yaml",
+        "rfc-sealed-3.yaml",
+        "rfc-sealed-4.yaml",
+        "rfc-sealed-5.yaml",
+    ]
     starlette = committed_hashes(root / "examples" / "starlette-docs" / "eval" / "sealed" / "SHA256SUMS")
-    assert list(starlette) == ["starlette-sealed-2.yaml", "starlette-sealed-3.yaml", "starlette-sealed-4.yaml"]
+    assert list(starlette) == [
+        "starlette-sealed-2.yaml",
+        "starlette-sealed-3.yaml",
+        "starlette-sealed-4.yaml",
+        "starlette-sealed-5.yaml",
+    ]
     assert all(len(v) == 64 for v in [*sums.values(), *starlette.values()])
 
 
