@@ -19,6 +19,7 @@ from rag_contract.answering.free_text import AskRejected, validate_question
 from rag_contract.answering.live_drafter import LiveDrafter, live_drafter_for
 from rag_contract.answering.service import Abandoned
 from rag_contract.config.about import AboutError
+from rag_contract.config.calibration import CalibrationError, load_calibration
 from rag_contract.config.questions import QuestionsError
 from rag_contract.config.thresholds import ThresholdsError
 from rag_contract.corpus.chunking import ChunkingError, chunk_sections
@@ -79,6 +80,7 @@ LOAD_ERRORS = (
     ObservabilityConfigError,
     RevisionError,
     AboutError,
+    CalibrationError,
     InitError,
     FoldLegsError,
     FileNotFoundError,
@@ -317,12 +319,17 @@ def cmd_held_out(args) -> int:
     sealed = committed_hashes(project.paths.root / "eval" / "sealed" / "SHA256SUMS").get(path.name) == digest
     _, extractive = _services(project)
     extractive.clock = frozen_clock  # states, never timings
-    report = held_out_report(extractive, questions.questions, project.thresholds.retrieval.top_k, digest, sealed)
+    config = load_calibration(project.paths.calibration, project.paths.root)
+    development = path.resolve() in {(project.paths.root / p).resolve() for p in config.development}
+    report = held_out_report(
+        extractive, questions.questions, project.thresholds.retrieval.top_k, digest, sealed, development
+    )
     if args.write:
         project.paths.result(f"{path.stem}.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     a, u = report["answerable"], report["unanswerable"]
     print(
-        f"{path.name} ({'sealed' if sealed else 'not the sealed file'}): answerable {a['questions']}, "
+        f"{path.name} ({'sealed' if sealed else 'not the sealed file'}"
+        f"{', a development set the fit learns from' if development else ''}): answerable {a['questions']}, "
         f"answered citing expected {a['answered_citing_expected']}, grounded citing expected "
         f"{a['grounded_citing_expected']}, r@1 {a['recall@1']} mrr {a['mrr']} | unanswerable {u['questions']}, "
         f"answered grounded {len(u['answered_grounded'])} ({u['answered_grounded_rate']})"

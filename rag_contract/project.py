@@ -7,11 +7,12 @@ here, at load, rather than in the middle of a request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rag_contract.config.about import About, load_about
-from rag_contract.config.questions import QuestionSet, load_questions
+from rag_contract.config.questions import Question, QuestionSet, load_questions
 from rag_contract.config.thresholds import Thresholds, load_thresholds
 from rag_contract.corpus.chunking import ChunkParams
 from rag_contract.corpus.sources import Corpus, load_corpus
@@ -41,6 +42,11 @@ class Paths:
     @property
     def questions(self) -> Path:
         return self.root / "eval" / "questions.yaml"
+
+    @property
+    def calibration(self) -> Path:
+        """What the relevance fit learns from besides the questions (``config.calibration``)."""
+        return self.root / "eval" / "calibration.yaml"
 
     @property
     def thresholds(self) -> Path:
@@ -87,6 +93,17 @@ class Project:
 def read_questions(path: Path, corpus: Corpus) -> QuestionSet:
     by_id = corpus.by_id()
     return load_questions(path, set(by_id), lambda s: by_id[s].text)
+
+
+def read_development(project: Project, paths: Sequence[Path]) -> tuple[tuple[Path, tuple[Question, ...]], ...]:
+    """Each development question file (relative to the project root), read with the question
+    loader's rules; ids are prefixed with the file's stem (``rfc-sealed-2/k01``), so sets that
+    reuse an id stay apart from each other and from the committed questions."""
+    out = []
+    for path in paths:
+        qs = read_questions(project.paths.root / path, project.corpus).questions
+        out.append((path, tuple(replace(q, id=f"{path.stem}/{q.id}") for q in qs)))
+    return tuple(out)
 
 
 def find_root(start: Path | None = None) -> Path:

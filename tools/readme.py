@@ -217,6 +217,8 @@ def _project_held_out(root: Path, title: str) -> list[str]:
         # Each set is opened once; rules changed after it are checked against it, so only the newest is unseen.
         if not s["sealed"]:
             shown = f"`{name}` (NOT the committed file)"
+        elif s.get("development"):
+            shown = f"`{name}` (opened before; the relevance fit learns from it since, in sample)"
         elif n_report < len(reports) - 1:
             shown = f"`{name}` (opened before, a development set since)"
         else:

@@ -15,9 +15,19 @@ What is fitted (all of it committed to eval/thresholds.yaml from the fit on ever
 - ``relevance.weights``: a class-balanced logistic regression of "an answerable question whose
   kept claims cite an expected section" against everything else, on the relevance features;
 - ``relevance.answer_at``: the logit that maximises correct answers minus
-  ``FALSE_ANSWER_COST`` x unanswerable questions answered, on the training questions;
+  ``FALSE_ANSWER_COST`` x unanswerable questions answered, on the training questions, among the
+  logits that keep at least ``min_grounded_citing`` of the training questions' answerable ones
+  grounded and citing an expected section (``config.calibration``; no floor without one);
 - ``relevance.refuse_below``: the logit (at most ``answer_at``) that puts most training refusals
   in their annotated state (partial between the two, unsupported below).
+
+Development sets (``eval/calibration.yaml``: sealed sets opened and measured once) join the
+relevance fit and the choice of ``drafting.extractive_sections``: their questions were written by
+people who never saw the rules, so their refusals are the unseen ones the committed refusals,
+which the rules were designed against, stand in for badly. Retrieval (fusion, lexical weight)
+is fitted on the committed questions alone. Development questions are folded like the
+committed ones (ids prefixed with their file's stem) and reported per set, out of fold and in
+sample, under ``development``.
 
 Folds are stratified (answerable / unanswerable) and assigned by a hash of the question id, so
 they are the same on every machine and a new question does not reshuffle the others. Each fold's
@@ -46,12 +56,13 @@ import numpy as np
 from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, Features, logit, verdict_for
 from rag_contract.answering.service import Service
+from rag_contract.config.calibration import load_calibration
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import FUSION_FEATURES, RELEVANCE_FEATURES, RelevanceConfig, Thresholds
 from rag_contract.embedders.local import ADAPTED_NAME
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
-from rag_contract.project import Project
+from rag_contract.project import Project, read_development
 from rag_contract.quality.adapted_folds import FOLDS_FILE, FoldLegs, fold_meta, load_fold_legs
 from rag_contract.quality.evaluation import lazy_embed, vectors_for
 from rag_contract.retrieval.ranking import section_columns, section_features
@@ -235,7 +246,16 @@ def _features(rows: Sequence[Row]) -> np.ndarray:
     )
 
 
-def fit_relevance(rows: Sequence[Row], false_answer_cost: float = FALSE_ANSWER_COST) -> RelevanceConfig:
+def grounded_citing(rows: Sequence[Row], relevance: RelevanceConfig) -> float:
+    """The share of the answerable ``rows`` answered grounded, citing an expected section."""
+    answerable = [r for r in rows if r.answerable]
+    right = sum(r.cites_expected and state_of(r, relevance) == "grounded" for r in answerable)
+    return right / len(answerable) if answerable else 0.0
+
+
+def fit_relevance(
+    rows: Sequence[Row], false_answer_cost: float = FALSE_ANSWER_COST, min_grounded_citing: float | None = None
+) -> RelevanceConfig:
     scored = [r for r in rows if r.features is not None]
     w, b = fit_logistic(_features(scored), np.array([float(r.cites_expected) for r in scored]))
     weights = {"bias": round(b, DIGITS)} | {
@@ -247,8 +267,14 @@ def fit_relevance(rows: Sequence[Row], false_answer_cost: float = FALSE_ANSWER_C
     def gain(t: float) -> float:
         return net_answers(scored, RelevanceConfig(weights, t, t), false_answer_cost)
 
-    # the most conservative of the best cuts: ties go to the higher threshold
-    answer_at = max(cuts, key=lambda t: (gain(t), t)) if cuts else 0.0
+    def kept(t: float) -> bool:
+        floor = min_grounded_citing
+        return floor is None or grounded_citing(rows, RelevanceConfig(weights, t, t)) >= floor
+
+    # the most conservative of the best cuts that keep the floor: ties go to the higher threshold;
+    # when no cut keeps it (the fit cannot place the answers at all), the most answering one
+    allowed = [t for t in cuts if kept(t)] or cuts[:1]
+    answer_at = max(allowed, key=lambda t: (gain(t), t)) if allowed else 0.0
 
     def agreement(t: float) -> float:
         config = RelevanceConfig(weights, answer_at, t)
@@ -285,37 +311,43 @@ class Params:
 
 def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_ANSWER_COST) -> dict:
     questions = project.questions.questions
-    vectors = vectors_for(index, questions, lazy_embed(index, project.paths.models))
+    config = load_calibration(project.paths.calibration, project.paths.root)
+    development = read_development(project, config.development)
+    extra = [q for _, qs in development for q in qs]
+    everyone = [*questions, *extra]
+    vectors = vectors_for(index, everyone, lazy_embed(index, project.paths.models))
 
     def query_vector(_index: Index, text: str) -> np.ndarray:
         return vectors[text]
 
-    assignment = folds(questions)
+    assignment = folds(questions) | folds(extra)
+    fit = Fitting(
+        index, project.thresholds, everyone, vectors, query_vector, false_answer_cost, config.min_grounded_citing
+    )
     oof_rows: dict[str, Row] = {}
     oof_states: dict[str, str] = {}
     oof_ranks: dict[str, int] = {}
     oof_logits: dict[str, float | None] = {}
     per_fold = []
     for f in range(FOLDS):
-        train = [q for q in questions if assignment[q.id] != f]
-        test = [q for q in questions if assignment[q.id] == f]
-        params, rows = _fit(index, project.thresholds, train, questions, vectors, query_vector, false_answer_cost)
+        params, rows = fit.on(
+            [q for q in questions if assignment[q.id] != f], [q for q in extra if assignment[q.id] != f]
+        )
         per_fold.append(params.as_dict())
-        test_ids = {q.id for q in test}
         for r in rows:
-            if r.id in test_ids:
+            if assignment[r.id] == f:
                 oof_rows[r.id] = r
                 oof_states[r.id] = state_of(r, params.relevance)
                 oof_logits[r.id] = round(logit(r.features, params.relevance.weights), DIGITS) if r.features else None
-        for q in test:
-            if q.answerable:
+        for q in questions:
+            if q.answerable and assignment[q.id] == f:
                 oof_ranks[q.id] = expected_rank(index, q, vectors[q.question], params.fusion)
     retrieval_source = "served vectors"
     if index.embedder_name == ADAPTED_NAME:
-        retrieval_source, legs = adapted_fold_legs(project, assignment)
+        retrieval_source, legs = adapted_fold_legs(project, {q.id: assignment[q.id] for q in questions})
         if legs is not None:
             oof_ranks = adapted_oof_ranks(index, questions, assignment, legs)
-    full, rows = _fit(index, project.thresholds, questions, questions, vectors, query_vector, false_answer_cost)
+    full, rows = fit.on(questions, extra)
     in_rows = {r.id: r for r in rows}
     in_states = {qid: state_of(r, full.relevance) for qid, r in in_rows.items()}
     in_ranks = {q.id: expected_rank(index, q, vectors[q.question], full.fusion) for q in questions if q.answerable}
@@ -329,10 +361,18 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
         "folds": FOLDS,
         "out_of_fold_retrieval": retrieval_source,
         "false_answer_cost": false_answer_cost,
+        "min_grounded_citing": config.min_grounded_citing,
         "params": full.as_dict(),
         "fold_params": per_fold,
         "out_of_fold": summary(questions, oof_rows, oof_states, oof_ranks, project.thresholds.retrieval.top_k),
         "in_sample": summary(questions, in_rows, in_states, in_ranks, project.thresholds.retrieval.top_k),
+        "development": {
+            str(path): {
+                "out_of_fold": _answers(qs, oof_rows, oof_states),
+                "in_sample": _answers(qs, in_rows, in_states),
+            }
+            for path, qs in development
+        },
         "questions": [
             {
                 "id": q.id,
@@ -397,37 +437,46 @@ def net_answers(rows: Sequence[Row], relevance: RelevanceConfig, false_answer_co
     return correct - false_answer_cost * false
 
 
-def _fit(
-    index: Index,
-    thresholds: Thresholds,
-    train: Sequence[Question],
-    everyone: Sequence[Question],
-    vectors: Mapping[str, np.ndarray],
-    query_vector: Callable,
-    false_answer_cost: float,
-) -> tuple[Params, list[Row]]:
-    """The parameters fitted on ``train``, with every question of ``everyone`` answered under them."""
-    fusion = fit_fusion(index, [q for q in train if q.answerable], vectors)
-    train_ids = {q.id for q in train}
-    best: tuple[float, Params, list[Row]] | None = None
-    for sections in SECTIONS:
-        rows_by_weight = {
-            lw: answer_rows(index, with_params(thresholds, fusion, lw, sections), everyone, query_vector)
-            for lw in LEXICAL_WEIGHTS
-        }
+@dataclass(frozen=True)
+class Fitting:
+    """What every fit shares: the index, the committed thresholds, every question (committed and
+    development) with its vector, and the fit's policy (false-answer cost, grounded floor)."""
 
-        def cited(lw: float, by_weight: Mapping[float, list[Row]] = rows_by_weight) -> int:
-            return sum(r.cites_expected for r in by_weight[lw] if r.id in train_ids)
+    index: Index
+    thresholds: Thresholds
+    everyone: Sequence[Question]
+    vectors: Mapping[str, np.ndarray]
+    query_vector: Callable
+    false_answer_cost: float
+    min_grounded_citing: float | None = None
 
-        # ties go to the smaller weight: meaning first, words second
-        lexical_weight = max(LEXICAL_WEIGHTS, key=lambda lw: (cited(lw), -lw))
-        trained = [r for r in rows_by_weight[lexical_weight] if r.id in train_ids]
-        relevance = fit_relevance(trained, false_answer_cost)
-        net = net_answers(trained, relevance, false_answer_cost)
-        if best is None or net > best[0]:  # ties go to fewer sections
-            best = (net, Params(fusion, lexical_weight, sections, relevance), rows_by_weight[lexical_weight])
-    assert best is not None
-    return best[1], best[2]
+    def on(self, train: Sequence[Question], development: Sequence[Question] = ()) -> tuple[Params, list[Row]]:
+        """The parameters fitted on ``train`` (retrieval from it alone; relevance and the number
+        of sections quoted from it with ``development``), every question answered under them."""
+        fusion = fit_fusion(self.index, [q for q in train if q.answerable], self.vectors)
+        train_ids = {q.id for q in train}
+        relevance_ids = train_ids | {q.id for q in development}
+        best: tuple[float, Params, list[Row]] | None = None
+        for sections in SECTIONS:
+            rows_by_weight = {
+                lw: answer_rows(
+                    self.index, with_params(self.thresholds, fusion, lw, sections), self.everyone, self.query_vector
+                )
+                for lw in LEXICAL_WEIGHTS
+            }
+
+            def cited(lw: float, by_weight: Mapping[float, list[Row]] = rows_by_weight) -> int:
+                return sum(r.cites_expected for r in by_weight[lw] if r.id in train_ids)
+
+            # ties go to the smaller weight: meaning first, words second
+            lexical_weight = max(LEXICAL_WEIGHTS, key=lambda lw: (cited(lw), -lw))
+            trained = [r for r in rows_by_weight[lexical_weight] if r.id in relevance_ids]
+            relevance = fit_relevance(trained, self.false_answer_cost, self.min_grounded_citing)
+            net = net_answers(trained, relevance, self.false_answer_cost)
+            if best is None or net > best[0]:  # ties go to fewer sections
+                best = (net, Params(fusion, lexical_weight, sections, relevance), rows_by_weight[lexical_weight])
+        assert best is not None
+        return best[1], best[2]
 
 
 def _rate(n: int, d: int) -> float:

@@ -1,7 +1,7 @@
 """A held-out question set, measured as a reader meets it: no weight, threshold or rule was fitted
 on it, so its figures say what an unseen question gets.
 
-Contract: ``held_out_report(service, questions, top_k, sha256, sealed)`` answers every question
+Contract: ``held_out_report(service, questions, top_k, sha256, sealed, development)`` answers every question
 through ``service``, the service free text is answered by (the extractive drafter, each question
 embedded as ``POST /ask`` embeds it), on a frozen clock so the report holds states, never timings.
 It reports, beside each question's row:
@@ -13,7 +13,8 @@ It reports, beside each question's row:
 - unanswerable questions: ``answered_grounded`` (the corpus cannot answer them, yet the service
   did, in full), overall and by ``kind``, and the share landing in their annotated state;
 - ``sha256`` of the file and ``sealed``: whether it is the file whose hash was committed before
-  the rules it measures were written (``eval/sealed/SHA256SUMS``).
+  the rules it measures were written (``eval/sealed/SHA256SUMS``); ``development``: whether the
+  relevance fit learns from it (``eval/calibration.yaml``), which makes its figures in sample.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def _row(q: Question, a: Answer | Abandoned) -> dict:
     return row
 
 
-def held_out_report(service, questions: Sequence[Question], top_k: int, sha256: str, sealed: bool) -> dict:
+def held_out_report(
+    service, questions: Sequence[Question], top_k: int, sha256: str, sealed: bool, development: bool = False
+) -> dict:
     rows = [_row(q, service.answer(q.question, q.id)) for q in questions]
     ans = [r for r in rows if r["answerable"]]
     ref = [r for r in rows if not r["answerable"]]
@@ -81,6 +84,7 @@ def held_out_report(service, questions: Sequence[Question], top_k: int, sha256: 
     return {
         "sha256": sha256,
         "sealed": sealed,
+        "development": development,
         "index_version": getattr(service.registry.acquire(), "version", None),
         "drafter": service.drafter.name,
         "answerable": {

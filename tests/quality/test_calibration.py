@@ -7,7 +7,16 @@ import numpy as np
 from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, STOPS_SHORT, Features
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import RelevanceConfig
-from rag_contract.quality.calibration import FOLDS, Row, _answers, fit_logistic, fit_relevance, folds, state_of
+from rag_contract.quality.calibration import (
+    FOLDS,
+    Row,
+    _answers,
+    fit_logistic,
+    fit_relevance,
+    folds,
+    grounded_citing,
+    state_of,
+)
 
 
 def test_folds_are_stratified_deterministic_and_stable_under_additions():
@@ -83,3 +92,28 @@ def test_answers_count_what_a_reader_gets_an_answer_from():
     assert out["grounded_citing_expected"] == 0.25  # a1
     assert out["answered_citing_expected"] == 0.5  # a1 and a2: partial counts, a citation is needed, a refusal is none
     assert out["answered_unanswerable"] == ["u1"]
+
+
+def test_the_grounded_floor_bounds_how_far_the_cost_pushes_the_threshold():
+    # an unanswerable question above most answers: at a high cost the fit refuses nearly all of them
+    rows = [row(f"q{i}", True, 0.5 + i / 100, cites=True) for i in range(10)]
+    rows += [row(f"u{i}", False, s, expected_state="partial") for i, s in ((1, 0.545), (2, 0.2), (3, 0.575))]
+    free = fit_relevance(rows, false_answer_cost=100.0)
+    assert grounded_citing(rows, free) < 0.5
+    floored = fit_relevance(rows, false_answer_cost=100.0, min_grounded_citing=0.5)
+    assert grounded_citing(rows, floored) >= 0.5
+    # within the floor the cost still decides: the cut above u1 (which nets more), not the lowest
+    assert grounded_citing(rows, floored) == 0.5 and state_of(rows[10], floored) == "partial"
+    assert fit_relevance(rows, 100.0, min_grounded_citing=0.0) == free  # a floor of nothing binds nothing
+
+
+def test_a_floor_no_cut_keeps_leaves_the_most_answering_cut():
+    rows = [row("q1", True, 0.6, cites=False), row("u1", False, 0.9, expected_state="partial")]
+    config = fit_relevance(rows, 8.0, min_grounded_citing=0.9)
+    assert state_of(rows[0], config) == "grounded" and state_of(rows[1], config) == "grounded"
+
+
+def test_grounded_citing_counts_answerable_rows_only():
+    rows = [row("q1", True, 0.9, cites=True), row("q2", True, 0.9), row("u1", False, 0.9, expected_state="partial")]
+    assert grounded_citing(rows, CONFIG) == 0.5
+    assert grounded_citing([], CONFIG) == 0.0
