@@ -104,6 +104,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "rfc-sealed-3.yaml",
         "rfc-sealed-4.yaml",
         "rfc-sealed-5.yaml",
+        "rfc-sealed-6.yaml",
     ]
     starlette = committed_hashes(root / "examples" / "starlette-docs" / "eval" / "sealed" / "SHA256SUMS")
     assert list(starlette) == [
@@ -111,6 +112,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "starlette-sealed-3.yaml",
         "starlette-sealed-4.yaml",
         "starlette-sealed-5.yaml",
+        "starlette-sealed-6.yaml",
     ]
     assert all(len(v) == 64 for v in [*sums.values(), *starlette.values()])
 
