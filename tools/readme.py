@@ -208,6 +208,16 @@ def _project_held_out(root: Path, title: str) -> list[str]:
             f"{ans['grounded_citing_expected']:.2f} of {ans['answerable']} | "
             f"{ans['answered_citing_expected']:.2f} | {n} of {m} ({n / m:.0%}) |"
         )
+    dev = [v["out_of_fold"] for v in c.get("development", {}).values()]
+    if dev:
+        answerable = sum(d["answerable"] for d in dev)
+        n, m = sum(len(d["answered_unanswerable"]) for d in dev), sum(d["refusals"] for d in dev)
+        grounded = sum(d["grounded_citing_expected"] * d["answerable"] for d in dev) / answerable
+        answered = sum(d["answered_citing_expected"] * d["answerable"] for d in dev) / answerable
+        lines.append(
+            f"| out of fold, the {len(dev)} opened sealed sets the fit learns from | | | | "
+            f"{grounded:.2f} of {answerable} | {answered:.2f} | {n} of {m} ({n / m:.0%}) |"
+        )
     kinds = []
     reports = _sealed_reports(root)
     for n_report, (name, s) in enumerate(reports):

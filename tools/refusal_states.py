@@ -32,7 +32,7 @@ from rag_contract.quality.calibration import Row, answer_rows, fit_logistic, sta
 from rag_contract.quality.evaluation import lazy_embed, vectors_for
 
 REPORT = Path("eval") / "results" / "refusal_states.json"
-FEATURES = tuple(RELEVANCE_FEATURES[1:])  # the five relevance features (the first entry is the bias)
+FEATURES = tuple(RELEVANCE_FEATURES[1:])  # the relevance features (the first entry is the bias)
 FEATURE_SETS = {
     "unknown_rule": ("unknown",),
     "relevance_features": FEATURES,

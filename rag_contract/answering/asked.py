@@ -443,10 +443,15 @@ def analyse(question: str, corpus: Lexicon, frequency: Frequency) -> Asked:
     )
 
 
-def mentions_focus(asked: Asked, said: Iterable[str]) -> bool:
-    """Some focus word, or a word sharing its stem ("compared", "compare"), is among ``said``
-    (the content words of the kept claims and their cited titles); a question with no focus
-    words left is not held to this."""
+def unmentioned_focus(asked: Asked, said: Iterable[str]) -> tuple[str, ...]:
+    """The focus words that neither appear among ``said`` (the content words of the kept claims
+    and their cited titles) nor share a stem with one of them ("compared", "compare")."""
     said_set = set(said)
     stems = {w[:STEM] for w in said_set if len(w) >= STEM}
-    return not asked.focus or any(w in said_set or (len(w) >= STEM and w[:STEM] in stems) for w in asked.focus)
+    return tuple(w for w in asked.focus if not (w in said_set or (len(w) >= STEM and w[:STEM] in stems)))
+
+
+def mentions_focus(asked: Asked, said: Iterable[str]) -> bool:
+    """Some focus word, or a word sharing its stem, is among ``said``; a question with no focus
+    words left is not held to this."""
+    return not asked.focus or len(unmentioned_focus(asked, said)) < len(asked.focus)

@@ -2,7 +2,7 @@
 
 Grounding says a claim is in its passage; it cannot say the claim answers the question (an answer
 about the Secure attribute is grounded, and no answer about the Partitioned attribute). This check
-is answer-level, deterministic and model-free at request time. Its five features:
+is answer-level, deterministic and model-free at request time. Its six features:
 
 - ``similarity``: the best cosine between the question's vector and the index vector of a kept
   claim's sentence. A claim is matched to the sentences of its cited section whose content words
@@ -15,7 +15,12 @@ is answer-level, deterministic and model-free at request time. Its five features
   cites (the claim's context: a sentence alone can say too little to look relevant);
 - ``retrieval``: the best retrieval score among the sections the kept claims cite. In the
   serving mode ``fused`` that score is itself a fitted logit of "this section is one a reader
-  would cite" (``retrieval.ranking``): how sure retrieval was of what the claims stand on.
+  would cite" (``retrieval.ranking``): how sure retrieval was of what the claims stand on;
+- ``unmentioned``: how many of the question's focus words (``answering.asked``: what it asks
+  about, not the engineer's scenario) no kept claim or cited title mentions, counted up to
+  ``FOCUS_COUNTED`` and divided by it. A question that names many things and is answered by
+  claims mentioning few of them is seldom answered: the count, not the share, is what the
+  opened sealed sets bear out (docs/adr/0009).
 
 One rule needs no fitting: a question that names a protocol element by its shape (a field name
 such as ``Clear-Site-Data``, an attribute or parameter such as ``SameSite`` or ``__Host-``), by
@@ -49,7 +54,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rag_contract.answering.asked import AnswerType, Asked, analyse, mentions_focus, missing_types
+from rag_contract.answering.asked import AnswerType, Asked, analyse, mentions_focus, missing_types, unmentioned_focus
 from rag_contract.answering.grounding import Verdict
 from rag_contract.config.thresholds import RelevanceConfig
 from rag_contract.index.store import Index
@@ -64,6 +69,7 @@ OFF_TOPIC = "off_topic"
 RULE_RELEVANCE = "relevance"
 MATCH_SHARE = 0.6  # share of a sentence's content words a claim must contain to stand for it
 NAMED_TERMS = 3  # how many unaddressed words a verdict names
+FOCUS_COUNTED = 10  # unmentioned focus words past this many say nothing more
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class Features:
     unseen: float
     section: float
     retrieval: float
+    unmentioned: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -81,6 +88,7 @@ class Features:
             "unseen": self.unseen,
             "section": self.section,
             "retrieval": self.retrieval,
+            "unmentioned": self.unmentioned,
         }
 
 
@@ -183,10 +191,12 @@ def features(
     index: Index,
     addressed: set[str],
     scores: Mapping[str, float],
+    unmentioned: Sequence[str] = (),
 ) -> Features:
     """``addressed``: the words the kept claims say (``addressed_terms``), computed once by the
     caller; ``scores``: the retrieval score of each retrieved section (a cited section that was
-    not retrieved contributes nothing)."""
+    not retrieved contributes nothing); ``unmentioned``: the focus words none of them mentions
+    (``asked.unmentioned_focus``)."""
     terms = set(content_words(question))
     w = index.weights
     similarity = max((claim_similarity(index, v, query_vector) for v in kept), default=0.0)
@@ -203,6 +213,7 @@ def features(
         round(unseen, 6),
         round(section, 6),
         round(retrieval, 6),
+        round(min(len(unmentioned), FOCUS_COUNTED) / FOCUS_COUNTED, 6),
     )
 
 
@@ -214,6 +225,7 @@ def logit(f: Features, weights: Mapping[str, float]) -> float:
         + weights["unseen"] * f.unseen
         + weights["section"] * f.section
         + weights["retrieval"] * f.retrieval
+        + weights["unmentioned"] * f.unmentioned
     )
 
 
@@ -291,14 +303,14 @@ def assess(
     """``scores``: the retrieval score of each retrieved section, by section id; ``frequency``:
     how common a word is in English (``text.english``)."""
     said = addressed_terms(kept, index)
-    f = features(question, query_vector, kept, index, said, scores)
+    asked = analyse(question, index.answering, frequency)
+    f = features(question, query_vector, kept, index, said, scores, unmentioned_focus(asked, said))
     score = logit(f, config.weights)
     w = index.weights
     # weightiest first; ties in question order, so the reason reads the same every time
     ordered = sorted(dict.fromkeys(content_words(question)), key=lambda t: -w(t))
     unaddressed = tuple(t for t in ordered if t not in said)[:NAMED_TERMS]
     absent = tuple(t for t in unaddressed if not w.known(t))
-    asked = analyse(question, index.answering, frequency)
     named = unknown_elements(question, index)
     unknown = named + tuple(u for u in asked.unknown if u.lower() not in {n.lower() for n in named})
     missing = missing_types(asked, [(v.claim.text, addressed_terms([v], index)) for v in kept])

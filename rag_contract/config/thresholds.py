@@ -48,7 +48,7 @@ FUSION_FEATURES = (
     "coverage",
     "rank_fusion",
 )
-RELEVANCE_FEATURES = ("bias", "similarity", "coverage", "unseen", "section", "retrieval")
+RELEVANCE_FEATURES = ("bias", "similarity", "coverage", "unseen", "section", "retrieval", "unmentioned")
 FLOOR_KEYS = ("recall@1", "recall@5", "recall@10", "mrr")
 PROCESS_MINUTE_MS = 60_000.0
 # A fitted weight past this is a fit that diverged, not a weight (the committed ones are < 20).

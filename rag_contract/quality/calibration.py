@@ -239,7 +239,14 @@ def state_of(row: Row, config: RelevanceConfig) -> str:
 def _features(rows: Sequence[Row]) -> np.ndarray:
     return np.array(
         [
-            [r.features.similarity, r.features.coverage, r.features.unseen, r.features.section, r.features.retrieval]
+            [
+                r.features.similarity,
+                r.features.coverage,
+                r.features.unseen,
+                r.features.section,
+                r.features.retrieval,
+                r.features.unmentioned,
+            ]
             for r in rows
             if r.features
         ]

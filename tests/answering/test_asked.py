@@ -25,6 +25,7 @@ from rag_contract.answering.asked import (
     options,
     units,
     unknown_subjects,
+    unmentioned_focus,
 )
 from rag_contract.text.lexicon import Lexicon
 from rag_contract.text.words import content_words
@@ -296,6 +297,15 @@ def test_mentions_focus_by_word_or_stem():
     assert mentions_focus(asked, {"key"})
     assert not mentions_focus(asked, {"string", "equal"})
     assert mentions_focus(Asked((YN,), (), ()), set())  # nothing left to hold it to
+
+
+def test_unmentioned_focus_is_each_focus_word_no_said_word_or_stem_covers():
+    asked = Asked((YN,), ("compared", "key", "string"), ())
+    assert unmentioned_focus(asked, {"compare"}) == ("key", "string")  # by stem
+    assert unmentioned_focus(asked, {"key", "strings"}) == ("compared",)  # "string" is five letters: stem too short
+    assert unmentioned_focus(asked, {"compared", "key", "string"}) == ()
+    assert unmentioned_focus(asked, set()) == ("compared", "key", "string")
+    assert unmentioned_focus(Asked((YN,), (), ()), set()) == ()
 
 
 # --- unknown subjects -----------------------------------------------------------------------------

@@ -104,7 +104,17 @@ def test_a_word_the_corpus_uses_is_still_unknown_as_an_element_name(index):
 
 
 CONFIG = RelevanceConfig(
-    {"bias": -1.0, "similarity": 2.0, "coverage": 1.0, "unseen": -1.0, "section": 0.5, "retrieval": 4.0}, 0.5, -0.5
+    {
+        "bias": -1.0,
+        "similarity": 2.0,
+        "coverage": 1.0,
+        "unseen": -1.0,
+        "section": 0.5,
+        "retrieval": 4.0,
+        "unmentioned": -1.0,
+    },
+    0.5,
+    -0.5,
 )
 
 

@@ -12,6 +12,7 @@ from rag_contract.answering.asked import AnswerType, Asked
 from rag_contract.answering.grounding import Claim, Verdict
 from rag_contract.answering.relevance import (
     ANSWERS,
+    FOCUS_COUNTED,
     MATCH_SHARE,
     NAMED_TERMS,
     OFF_TOPIC,
@@ -55,7 +56,17 @@ QUERY = np.array([1.0, 0.0])  # every cosine below is its vector's first coordin
 SENTENCE_VECTORS = np.array([[0.8, 0.6], [0.9, 0.1], [-0.3, 0.9], [-0.2, 0.9]])
 CHUNK_VECTORS = np.array([[0.5, 0.5], [0.7, 0.1], [-0.25, 0.9]])
 CONFIG = RelevanceConfig(
-    {"bias": -1.0, "similarity": 2.0, "coverage": 3.0, "unseen": -5.0, "section": 7.0, "retrieval": 11.0}, 0.5, -0.5
+    {
+        "bias": -1.0,
+        "similarity": 2.0,
+        "coverage": 3.0,
+        "unseen": -5.0,
+        "section": 7.0,
+        "retrieval": 11.0,
+        "unmentioned": -13.0,
+    },
+    0.5,
+    -0.5,
 )
 SCORES = {"rfc1#1": 1.5, "rfc1#2": -0.75}  # retrieval scores of the retrieved sections
 
@@ -162,8 +173,40 @@ def test_the_retrieval_feature_is_the_best_score_of_a_cited_section(index, claim
 
 
 def test_the_logit_weighs_each_feature_by_its_own_weight():
-    f = Features(similarity=0.5, coverage=0.25, unseen=0.125, section=2.0, retrieval=-0.5)
-    assert logit(f, CONFIG.weights) == -1.0 + 2.0 * 0.5 + 3.0 * 0.25 - 5.0 * 0.125 + 7.0 * 2.0 + 11.0 * -0.5
+    f = Features(similarity=0.5, coverage=0.25, unseen=0.125, section=2.0, retrieval=-0.5, unmentioned=0.25)
+    assert logit(f, CONFIG.weights) == (
+        -1.0 + 2.0 * 0.5 + 3.0 * 0.25 - 5.0 * 0.125 + 7.0 * 2.0 + 11.0 * -0.5 - 13.0 * 0.25
+    )
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [((), 0.0), (("a",), 0.1), (tuple("abc"), 0.3), (tuple("abcdefghij"), 1.0), (tuple("abcdefghijkl"), 1.0)],
+)
+def test_the_unmentioned_feature_counts_focus_words_up_to_a_cap(index, words, expected):
+    """Ten unmentioned focus words say as much as more: the count saturates at FOCUS_COUNTED."""
+    assert FOCUS_COUNTED == 10
+    f = features("secure", QUERY, [kept("secure attribute limits")], index, set(), SCORES, words)
+    assert f.unmentioned == expected
+
+
+def test_assess_counts_the_focus_words_no_kept_claim_or_cited_title_mentions(index):
+    # focus: the asking sentence's content words less the words of asking
+    r = assess(
+        "Does the secure attribute limit zorblax quuxly?",
+        QUERY,
+        [kept("secure attribute limits")],
+        index,
+        CONFIG,
+        SCORES,
+    )
+    assert r.asked is not None and {"zorblax", "quuxly"} <= set(r.asked.focus)
+    unmentioned = [w for w in r.asked.focus if w not in {"secure", "attribute", "limit"}]
+    assert r.features.unmentioned == round(len(unmentioned) / 10, 6) > 0
+    said_all = assess(
+        "Does the secure attribute limit?", QUERY, [kept("secure attribute limits")], index, CONFIG, SCORES
+    )
+    assert said_all.features.unmentioned == 0.0
 
 
 @pytest.mark.parametrize(
@@ -220,7 +263,9 @@ def test_assess_names_the_weightiest_unaddressed_words(index):
     said = addressed_terms([kept("secure attribute limits")], index)
     assert r.unaddressed == tuple(t for t in order if t not in said)[:NAMED_TERMS] == ("zorblax", "quuxly", "range")
     assert r.absent == ("zorblax", "quuxly")
-    assert r.features == features(question, QUERY, [kept("secure attribute limits")], index, said, SCORES)
+    assert r.asked is not None
+    missing = [t for t in r.asked.focus if t not in said]
+    assert r.features == features(question, QUERY, [kept("secure attribute limits")], index, said, SCORES, missing)
     assert r.logit == logit(r.features, CONFIG.weights)
     # names English barely uses and no answering section contains, and an element named by its
     # kind that the corpus never names so ("the range attribute"): the question is about them
@@ -266,7 +311,14 @@ def test_as_dict_rounds_to_four_places_and_carries_the_reason():
     assert r.as_dict() == {
         "verdict": STOPS_SHORT,
         "logit": 1.2346,
-        "features": {"similarity": 0.1235, "coverage": 0.5, "unseen": 0.0, "section": 0.6543, "retrieval": 1.2346},
+        "features": {
+            "similarity": 0.1235,
+            "coverage": 0.5,
+            "unseen": 0.0,
+            "section": 0.6543,
+            "retrieval": 1.2346,
+            "unmentioned": 0.0,
+        },
         "unaddressed": ["a"],
         "absent": ["a"],
         "unknown": [],

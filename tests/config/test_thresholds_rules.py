@@ -24,7 +24,15 @@ FUSION = {
     "coverage": 1,
     "rank_fusion": 2.75,
 }
-WEIGHTS = {"bias": -1.5, "similarity": 2, "coverage": 3.25, "unseen": -4, "section": 0.5, "retrieval": 1.75}
+WEIGHTS = {
+    "bias": -1.5,
+    "similarity": 2,
+    "coverage": 3.25,
+    "unseen": -4,
+    "section": 0.5,
+    "retrieval": 1.75,
+    "unmentioned": -2.5,
+}
 BASE: dict[str, Any] = {
     "measured_on": "9b3b9227ec29",
     "index": {"embedder": "minilm-l6-int8", "chunk_words": 220, "chunk_overlap": 40},

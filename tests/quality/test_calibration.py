@@ -46,7 +46,17 @@ def row(qid, answerable, sim, cites=False, expected_state=None, all_kept=True, c
 
 
 CONFIG = RelevanceConfig(
-    {"bias": 0.0, "similarity": 1.0, "coverage": 0.0, "unseen": 0.0, "section": 0.0, "retrieval": 0.0}, 0.5, 0.2
+    {
+        "bias": 0.0,
+        "similarity": 1.0,
+        "coverage": 0.0,
+        "unseen": 0.0,
+        "section": 0.0,
+        "retrieval": 0.0,
+        "unmentioned": 0.0,
+    },
+    0.5,
+    0.2,
 )
 
 
