@@ -103,6 +103,7 @@ class Relevance:
     asked: Asked | None = None  # what the question asks for and what it is about
     missing: tuple[AnswerType, ...] = ()  # answer types asked for that no kept claim holds
     focus_said: bool = True  # some kept claim (or a title it cites) mentions the question's focus
+    unmentioned: tuple[str, ...] = ()  # the focus words none of them mentions (feature ``unmentioned``)
 
     @property
     def ceiling(self) -> str:
@@ -140,6 +141,11 @@ class Relevance:
             parts.append(f"no kept claim gives {t.wants} for '{self._about()}'")
         if not self.focus_said and self.asked:
             parts.append("no kept claim mentions " + ", ".join(f"'{t}'" for t in self.asked.focus[:NAMED_TERMS]))
+        elif self.unmentioned and self.asked:
+            parts.append(
+                f"the claims leave {len(self.unmentioned)} of the {len(self.asked.focus)} words the question is "
+                "about unmentioned: " + ", ".join(f"'{t}'" for t in self.unmentioned[:NAMED_TERMS])
+            )
         if self.unaddressed:
             parts.append("no kept claim addresses " + ", ".join(f"'{t}'" for t in self.unaddressed))
         if self.absent:
@@ -157,6 +163,7 @@ class Relevance:
             "unknown": list(self.unknown),
             **(self.asked.as_dict() if self.asked else {}),
             "missing": [t.value for t in self.missing],
+            "unmentioned": list(self.unmentioned),
             "ceiling": self.ceiling,
             "reason": self.reason(),
         }
@@ -304,7 +311,8 @@ def assess(
     how common a word is in English (``text.english``)."""
     said = addressed_terms(kept, index)
     asked = analyse(question, index.answering, frequency)
-    f = features(question, query_vector, kept, index, said, scores, unmentioned_focus(asked, said))
+    unmentioned = unmentioned_focus(asked, said)
+    f = features(question, query_vector, kept, index, said, scores, unmentioned)
     score = logit(f, config.weights)
     w = index.weights
     # weightiest first; ties in question order, so the reason reads the same every time
@@ -314,5 +322,7 @@ def assess(
     named = unknown_elements(question, index)
     unknown = named + tuple(u for u in asked.unknown if u.lower() not in {n.lower() for n in named})
     missing = missing_types(asked, [(v.claim.text, addressed_terms([v], index)) for v in kept])
-    r = Relevance(ANSWERS, score, f, unaddressed, absent, unknown, asked, missing, mentions_focus(asked, said))
+    r = Relevance(
+        ANSWERS, score, f, unaddressed, absent, unknown, asked, missing, mentions_focus(asked, said), unmentioned
+    )
     return replace(r, verdict=verdict_for(score, config, r.ceiling))

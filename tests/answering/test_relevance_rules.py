@@ -323,6 +323,7 @@ def test_as_dict_rounds_to_four_places_and_carries_the_reason():
         "absent": ["a"],
         "unknown": [],
         "missing": [],
+        "unmentioned": [],
         "ceiling": ANSWERS,
         "reason": "the claims stop short of the question: no kept claim addresses 'a'; the corpus never uses 'a'",
     }
@@ -363,6 +364,26 @@ def test_the_reason_names_each_missing_type_and_the_unmentioned_focus():
     assert Relevance(STOPS_SHORT, 0.0, F, (), (), (), empty, (AnswerType.NUMBER,), True).reason() == (
         "the claims stop short of the question: no kept claim gives a number for ''"
     )
+
+
+def test_the_reason_counts_the_focus_words_left_unmentioned_when_some_are_said():
+    r = Relevance(STOPS_SHORT, 0.0, F, (), (), (), ASKED, (), True, ("max-age", "cookie"))
+    assert r.reason() == (
+        "the claims stop short of the question: the claims leave 2 of the 4 words the question is about "
+        "unmentioned: 'max-age', 'cookie'"
+    )
+    assert r.as_dict()["unmentioned"] == ["max-age", "cookie"]
+    four = Relevance(OFF_TOPIC, 0.0, F, (), (), (), ASKED, (), True, ("a", "b", "c", "d"))
+    assert four.reason().endswith("unmentioned: 'a', 'b', 'c'")  # named up to NAMED_TERMS, counted whole
+    assert "leave 4 of the 4" in four.reason()
+    # an answer that stands, or one that mentions no focus word at all, says nothing of the count
+    assert "unmentioned" not in Relevance(ANSWERS, 0.0, F, (), (), (), ASKED, (), True, ("a",)).reason()
+    none_said = Relevance(STOPS_SHORT, 0.0, F, (), (), (), ASKED, (), False, ASKED.focus)
+    assert (
+        none_said.reason()
+        == "the claims stop short of the question: no kept claim mentions 'lifetime', 'cookie', 'max-age'"
+    )
+    assert "unmentioned" not in Relevance(STOPS_SHORT, 0.0, F, (), (), (), None, (), True, ("a",)).reason()
 
 
 def test_the_reason_an_answer_stands():
