@@ -106,6 +106,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "rfc-sealed-5.yaml",
         "rfc-sealed-6.yaml",
         "rfc-sealed-7.yaml",
+        "rfc-sealed-8.yaml",
     ]
     starlette = committed_hashes(root / "examples" / "starlette-docs" / "eval" / "sealed" / "SHA256SUMS")
     assert list(starlette) == [
@@ -115,6 +116,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "starlette-sealed-5.yaml",
         "starlette-sealed-6.yaml",
         "starlette-sealed-7.yaml",
+        "starlette-sealed-8.yaml",
     ]
     assert all(len(v) == 64 for v in [*sums.values(), *starlette.values()])
 
