@@ -77,12 +77,14 @@ measure: $(STAMP)
 	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-5.yaml --write
 	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-6.yaml --write
 	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-7.yaml --write
+	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-8.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-2.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-3.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-4.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-5.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-6.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-7.yaml --write
+	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-8.yaml --write
 	$(BIN)/python -m tools.readme
 
 # Mutation testing of the contract's rules (eval/mutation.yaml): writes eval/results/mutation.json,
