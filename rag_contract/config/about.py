@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_contract.config.yamlfile import read_yaml
+from rag_contract.config.yamlfile import read_mapping
 
 MAX_CHARS = 120
 _KEYS = ("name", "description")
@@ -37,12 +37,7 @@ def load_about(path: Path) -> About:
     path = Path(path)
     if not path.exists():
         return About.default(path.parent)
-    raw = read_yaml(path, AboutError)
-    if not isinstance(raw, dict):
-        raise AboutError(f"{path.name}: must be a mapping with the keys {list(_KEYS)}")
-    for key in raw:
-        if key not in _KEYS:
-            raise AboutError(f"{path.name}: {key}: unknown key (known: {list(_KEYS)})")
+    raw = read_mapping(path, AboutError, _KEYS)
     values = {}
     for key in _KEYS:
         value = raw.get(key)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_contract.config.yamlfile import read_yaml
+from rag_contract.config.yamlfile import read_mapping
 
 _KEYS = ("development", "min_grounded_citing")
 
@@ -41,12 +41,7 @@ def load_calibration(path: Path, root: Path) -> CalibrationConfig:
     path = Path(path)
     if not path.exists():
         return CalibrationConfig()
-    raw = read_yaml(path, CalibrationError)
-    if not isinstance(raw, dict):
-        raise CalibrationError(f"{path.name}: must be a mapping with the keys {list(_KEYS)}")
-    for key in raw:
-        if key not in _KEYS:
-            raise CalibrationError(f"{path.name}: {key}: unknown key (known: {list(_KEYS)})")
+    raw = read_mapping(path, CalibrationError, _KEYS)
     sets = raw.get("development") or []
     if not isinstance(sets, list) or not all(isinstance(s, str) and s.strip() for s in sets):
         raise CalibrationError(f"{path.name}: development: must be a list of question files")

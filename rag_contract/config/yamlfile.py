@@ -8,6 +8,7 @@ PyYAML keeps the last value silently, so ``max_client_burst: 10`` followed furth
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,15 @@ def read_yaml(path: Path, error: type[Exception], missing: str = "file missing")
         raise error(f"{path.name}: {exc}") from None
     except yaml.YAMLError as exc:
         raise error(f"{path.name}: not valid YAML ({exc})") from None
+
+
+def read_mapping(path: Path, error: type[Exception], keys: Sequence[str]) -> dict:
+    """The document at ``path`` (``read_yaml``), which must be a mapping naming no key but
+    ``keys``; ``error`` names the file and the rule otherwise."""
+    raw = read_yaml(path, error)
+    if not isinstance(raw, dict):
+        raise error(f"{path.name}: must be a mapping with the keys {list(keys)}")
+    for key in raw:
+        if key not in keys:
+            raise error(f"{path.name}: {key}: unknown key (known: {list(keys)})")
+    return raw
