@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from rag_contract.adaptation.training import HIDDEN, Encoder, Settings, base_model, seed_everything, warmup_then_decay
-from tools.judge_trial import PROJECTS, QUESTION_TOKENS, TEXT_TOKENS, served_text, training_pairs
+from tools.judge_pairs import PROJECTS, QUESTION_TOKENS, TEXT_TOKENS, served_text, training_pairs
 
 BATCH = 16
 SEED = 0

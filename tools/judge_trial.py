@@ -44,12 +44,10 @@ from rag_contract.cli import _services
 from rag_contract.project import load_project, read_questions
 from rag_contract.quality.calibration import folds
 from rag_contract.quality.gate import frozen_clock
+from tools.judge_pairs import PROJECTS
 
 DIGITS = 4
-NEGATIVES = 4  # best sentences of sections a question does not expect, per question
 SENTENCES = 3  # best sentences read from each retrieved section
-QUESTION_TOKENS, TEXT_TOKENS = 48, 112
-PROJECTS = {"rfc": Path("."), "starlette": Path("examples/starlette-docs")}
 SEALED = Path("eval/sealed/sealed.yaml")
 
 
@@ -123,32 +121,6 @@ def all_rows() -> dict[str, list[dict]]:
     }
     out["sealed"] = question_rows(PROJECTS["rfc"], SEALED, None)
     return out
-
-
-# --- training pairs ----------------------------------------------------------------------------
-
-
-def training_pairs(rows: Sequence[dict]) -> list[tuple[str, str, float]]:
-    out: list[tuple[str, str, float]] = []
-    for r in rows:
-        q = r["question"]
-        if r["answerable"]:
-            if r["positives"]:
-                out.append((q, " ".join(r["positives"][:2]), 1.0))
-            good = [c for c, s in zip(r["claims"], r["claim_sections"], strict=True) if s in r["expected"]]
-            if good:
-                out.append((q, " ".join(good[:3]), 1.0))
-            negatives = [c for c in r["candidates"] if c["section"] not in r["expected"]][:NEGATIVES]
-        else:
-            if r["claims"]:
-                out.append((q, " ".join(r["claims"][:3]), 0.0))
-            negatives = r["candidates"][:NEGATIVES]
-        out += [(q, c["text"], 0.0) for c in negatives]
-    return out
-
-
-def served_text(row: Mapping) -> str:
-    return " ".join(row["claims"][:3])
 
 
 # --- measuring ---------------------------------------------------------------------------------

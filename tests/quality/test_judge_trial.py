@@ -1,11 +1,12 @@
-"""The learned judge's trial (tools.judge_trial): how it builds pairs and measures a veto. Training
+"""The learned judge's trial (tools.judge_trial, tools.judge_pairs): how it builds pairs and measures a veto. Training
 needs torch and is run by hand (ADR 0008); these rules are what its figures rest on."""
 
 import math
 
 import pytest
 
-from tools.judge_trial import auroc, best_cut, evidence_sentences, measure, net, training_pairs, veto
+from tools.judge_pairs import training_pairs
+from tools.judge_trial import auroc, best_cut, evidence_sentences, measure, net, veto
 
 
 def test_auroc_counts_ties_half_and_is_nan_without_a_side():
