@@ -31,7 +31,7 @@ from rag_contract.index.status import index_status
 from rag_contract.index.store import IndexLoadError, build_index, load_index, rebuild_texts, save_index
 from rag_contract.observability.settings import ObservabilityConfigError
 from rag_contract.openai_client import ClientConfigError
-from rag_contract.project import Paths, find_root, load_project, read_questions
+from rag_contract.project import Paths, find_root, load_project, read_development, read_questions
 from rag_contract.quality.abstention import write_curve
 from rag_contract.quality.adapted_folds import FoldLegsError
 from rag_contract.quality.agreement import agreement_report, load_annotations
@@ -371,6 +371,10 @@ def cmd_adapt(args) -> int:
     chosen = (("epochs", args.epochs), ("lr", args.lr), ("negatives", args.negatives))
     settings = Settings(**{k: v for k, v in chosen if v is not None})
     kinds = tuple(args.pairs.split(",")) if args.pairs else adapt.KINDS
+    extra: list = []
+    if args.development:
+        config = load_calibration(project.paths.calibration, project.paths.root)
+        extra = [q for _, qs in read_development(project, config.development) for q in qs]
 
     def progress(line: str) -> None:
         if not args.quiet:
@@ -381,10 +385,18 @@ def cmd_adapt(args) -> int:
             index = load_index(project.paths.index)
             out = Path(args.out) if args.out else None
             record = adapt.adapt_folds(
-                project, index, folds(project.questions.questions), settings, kinds, progress, out, args.only_folds
+                project,
+                index,
+                folds(project.questions.questions),
+                settings,
+                kinds,
+                progress,
+                out,
+                args.only_folds,
+                extra,
             )
         else:
-            record = adapt.adapt_serving(project, settings, kinds, progress)
+            record = adapt.adapt_serving(project, settings, kinds, progress, extra)
     except adapt.AdaptError as exc:
         print(f"rag-contract adapt: {exc}", file=sys.stderr)
         return 1
@@ -591,6 +603,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=lambda v: tuple(int(x) for x in v.split(",")),
         default=(),
         help="with --folds: these folds alone (a trial)",
+    )
+    s.add_argument(
+        "--development",
+        action="store_true",
+        help="train on the development sets' questions too (eval/calibration.yaml); every fold trains on all of them",
     )
     s.add_argument("--quiet", action="store_true", help="no progress lines")
     s.set_defaults(func=cmd_adapt)

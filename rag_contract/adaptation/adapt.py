@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rag_contract.adaptation.export import ExportCheck, export, sha256
-from rag_contract.adaptation.pairs import KINDS, Pair, training_pairs
+from rag_contract.adaptation.pairs import KINDS, Pair, fold_questions, training_pairs
 from rag_contract.adaptation.training import DEFAULTS, Settings, Trained, base_weights_path, train
 from rag_contract.config.questions import Question
 from rag_contract.corpus.chunking import chunk_sections
@@ -75,10 +75,17 @@ def _pairs_record(pairs: Sequence[Pair]) -> dict[str, int]:
 
 
 def adapt_serving(
-    project: Project, settings: Settings = DEFAULTS, kinds: Sequence[str] = KINDS, progress: Progress | None = None
+    project: Project,
+    settings: Settings = DEFAULTS,
+    kinds: Sequence[str] = KINDS,
+    progress: Progress | None = None,
+    extra: Sequence[Question] = (),
 ) -> dict:
+    """``extra``: questions beyond the committed ones to train on (the development sets)."""
     questions = project.questions.questions
-    pairs = training_pairs(project.corpus.sections, project.chunk_params, questions, kinds, settings.negatives)
+    pairs = training_pairs(
+        project.corpus.sections, project.chunk_params, [*questions, *extra], kinds, settings.negatives
+    )
     trained = train(pairs, settings, progress)
     out = adapted_model_file(project.paths.models)
     staged = out.with_name(out.name + ".tmp")
@@ -94,6 +101,7 @@ def adapt_serving(
         "chunking": chunking_identity(project.chunk_params),
         "question_fingerprint": project.questions.fingerprint,
         "questions": sum(q.answerable for q in questions),
+        "extra_questions": sum(q.answerable for q in extra),
         "pairs": _pairs_record(pairs),
         "settings": settings.as_dict(),
         "steps": trained.steps,
@@ -115,9 +123,11 @@ def adapt_folds(
     progress: Progress | None = None,
     out: Path | None = None,
     only: Sequence[int] = (),
+    extra: Sequence[Question] = (),
 ) -> dict:
     """One model per fold (``only``: those folds alone, for a trial); ``index`` gives the
-    sections, chunks and sentences (its vectors are replaced by each fold model's)."""
+    sections, chunks and sentences (its vectors are replaced by each fold model's). ``extra``
+    questions (the development sets) join every fold's training: none of them is held out."""
     if index.inputs.chunking != chunking_identity(project.chunk_params) or (
         index.inputs.corpus_fingerprint != project.corpus.fingerprint
     ):
@@ -129,12 +139,16 @@ def adapt_folds(
     sentence_texts = [sentence_text(s, sections[s.section_id].title) for s in index.sentences]
     sample = check_sample(project)
     folds = sorted(f for f in set(assignment.values()) if not only or f in only)
-    meta = fold_meta(project, assignment) | {"settings": settings.as_dict(), "pair_kinds": list(kinds)}
+    meta = fold_meta(project, assignment) | {
+        "settings": settings.as_dict(),
+        "pair_kinds": list(kinds),
+        "extra_questions": sum(q.answerable for q in extra),
+    }
     target = out or project.paths.models / FOLDS_FILE
     legs: dict[int, list] = {}
     per_fold: list[dict] = []
     for f in folds:
-        train_questions: list[Question] = [q for q in questions if assignment[q.id] != f]
+        train_questions = fold_questions(questions, assignment, f, extra)
         pairs = training_pairs(
             project.corpus.sections, project.chunk_params, train_questions, kinds, settings.negatives
         )

@@ -54,6 +54,15 @@ class Pair:
     negative_group: str | None = None  # the section the negative belongs to
 
 
+def fold_questions(
+    questions: Sequence[Question], assignment: Mapping[str, int], fold: int, extra: Sequence[Question] = ()
+) -> list[Question]:
+    """What the model of ``fold`` trains on: the committed questions of the other folds, then
+    every ``extra`` question (a development set is never held out of retrieval's folds: the
+    out-of-fold figures are the committed questions')."""
+    return [q for q in questions if assignment[q.id] != fold] + list(extra)
+
+
 def ancestors(section_id: str, known: Mapping[str, Section]) -> list[Section]:
     """The sections above ``section_id`` by its dotted number (``doc#2`` and ``doc#2.1`` above
     ``doc#2.1.3``), outermost first, those the corpus holds; none for an undotted id."""

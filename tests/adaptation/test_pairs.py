@@ -10,6 +10,7 @@ from rag_contract.adaptation.pairs import (
     ancestors,
     batches,
     cloze_pairs,
+    fold_questions,
     heading_path,
     negatives_mask,
     parent_of,
@@ -91,6 +92,14 @@ def test_question_pairs_hold_only_the_questions_given_and_only_answerable_ones()
     everything = training_pairs(SECTIONS, PARAMS, [train, refusal])
     assert held_out.question not in {p.anchor for p in everything}
     assert {p.kind for p in everything} == set(KINDS)
+
+
+def test_a_fold_trains_on_the_other_folds_and_every_development_question():
+    a, b, c = (Question(i, f"Question {i}?", expected=("doc#1.2",)) for i in ("a", "b", "c"))
+    dev = Question("rfc-sealed-2/w01", "A development question?", expected=("doc#1.2.3",))
+    assignment = {"a": 0, "b": 1, "c": 0}
+    assert fold_questions([a, b, c], assignment, 0) == [b]
+    assert fold_questions([a, b, c], assignment, 1, [dev]) == [a, c, dev]
 
 
 def test_an_unknown_pair_kind_is_refused_naming_it():
