@@ -8,7 +8,8 @@ words that name what it is asked about, apart from the engineer's own situation 
 
 - **Answer type.** Each question asked is classified (``classify``). An answer stands only if,
   for every type asked for, a kept claim that mentions the question's focus holds an instance
-  of it (``missing_types``): a digit or a number word for ``number``, a three-digit status code
+  of it (``missing_types``): a digit or a number word that gives a quantity for ``number`` (not
+  "one or more", a list item's "1." or a status code written as one), a three-digit status code
   for ``status_code``, a name shaped like a protocol element for ``name``, one of the options
   offered for ``choice``. ``yes_no``, ``procedure``, ``definition`` and ``other`` are satisfied
   by any claim.
@@ -111,13 +112,15 @@ def interrogatives(question: str) -> list[str]:
     return asked or sentences[-1:]
 
 
-# Spans of the scenario inside an asking sentence: quoted text, a header written out up to the
-# clause that asks ("Allow: GET, PUT, PROPFIND, should ..."), examples, and the words a
+# Spans of the scenario inside an asking sentence: quoted text, the value of a header written
+# out, up to the clause that asks or the next header ("Allow: GET, PUT, PROPFIND, should ...":
+# the field's name stays, it is what the question is about), examples, and the words a
 # possessive introduces ("our reverse proxy", "my JSON serializer").
 _QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'|`[^`]*`|\u201c[^\u201d]*\u201d|\u2018[^\u2019]*\u2019")
+_FIELD_NAME = r"[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*"
 _HEADER_VALUE = re.compile(
-    r"\b[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*:\s+[^?]*?"
-    rf"(?=,?\s+(?:{_AUX}|what|how|which|why|when|where|who)\b|[?]|$)"
+    rf"\b({_FIELD_NAME}):\s+[^?]*?"
+    rf"(?=,?\s+(?:{_AUX}|what|how|which|why|when|where|who)\b|[?]|$|\s+(?:\w+\s+){{0,2}}{_FIELD_NAME}:\s)"
 )
 # Examples the engineer gives are their situation too: an aside in brackets, and names after
 # "like", "such as", "e.g." ("a shared cache like Varnish or Squid").
@@ -129,7 +132,8 @@ _POSSESSIVE = re.compile(r"\b(?:our|my|your|their|his|her)\s+((?:[\w.-]+\s+)?[\w
 
 
 def _scenario_free(sentence: str) -> str:
-    for pattern in (_QUOTED, _HEADER_VALUE, _EXAMPLES, _POSSESSIVE):
+    sentence = _HEADER_VALUE.sub(r"\1 ", _QUOTED.sub(" ", sentence))
+    for pattern in (_EXAMPLES, _POSSESSIVE):
         sentence = pattern.sub(" ", sentence)
     return sentence
 
@@ -178,15 +182,24 @@ _STATUS = re.compile(
 )
 _QUANTITY = (
     r"(?:maximum|minimum|max|min|limit|limits|timeout|time-?out|ttl|size|length|duration|lifetime|number|count"
-    r"|upper\s+bound|lower\s+bound|cap|threshold|interval|delay|port|default\s+value)"
+    r"|upper\s+bound|lower\s+bound|cap|ceiling|threshold|interval|delay|port|figure"
+    r"|(?:default|starting|initial)\s+(?:[\w-]+\s+)?value)"
 )
 # "What's the longest ETag ...": a superlative of size or extent asks for the number that bounds it.
 _EXTREME = r"(?:longest|largest|biggest|highest|lowest|shortest|smallest|greatest|fewest)"
+# "Roughly how many ...", "At most how many ...": a hedge or a bound before the asking words.
+_HEDGE = r"(?:(?:roughly|approximately|about|around|exactly|precisely|at\s+most|at\s+least)\s+)?"
+# A preposition of a bound or a span before the asking words: "above what size", "for how long".
+_BOUND_BY = r"(?:above|below|beyond|over|past|up\s+to|after|for|within|in|by|until|at)"
 _NUMBER = re.compile(
-    r"^(?:how\s+(?:many|much|long|often|big|large|small|deep|far|old|soon|frequently|high|low|fast|quickly)\b"
+    r"^" + _HEDGE + r"(?:how\s+(?:many|much|long|often|big|large|small|deep|far|old|soon|frequently|high|low|fast"
+    r"|quickly)\b"
     r"|(?:what|which)(?:'s|\s+is|\s+are)?\s+(?:the\s+|a\s+|an\s+)?(?:[\w-]+\s+){0,2}?" + _QUANTITY + r"\b"
     r"|(?:what|which)(?:'s|\s+is|\s+are)?\s+(?:the\s+)?" + _EXTREME + r"\b"
-    r"|up\s+to\s+(?:what|which|how)\b|(?:after|for|within|in|by|until)\s+how\s+(?:many|much|long)\b"
+    # "the most cookies", "the fewest members": most of a plural noun counts ("the most common way" does not)
+    r"|(?:what|which)(?:'s|\s+is|\s+are)?\s+(?:the\s+)?(?:most|fewest)\s+[a-z-]+[^sui\W]s\b"
+    r"|up\s+to\s+(?:what|which|how)\b|" + _BOUND_BY + r"\s+how\s+(?:many|much|long)\b"
+    r"|(?:above|below|beyond|over|past)\s+(?:what|which)\b"
     r"|at\s+what\s+(?:size|age|point|length|rate)\b)",
     re.IGNORECASE,
 )
@@ -212,7 +225,13 @@ _LEAD_IN = re.compile(r"^(?:(?:and|but|so|then|also|now|or|if\s+so|in\s+that\s+c
 # may ...", "At minimum, how many ...", "For a 304, which ...".
 _PREAMBLE = re.compile(
     r"^(?:if|when|whenever|after|before|once|since|although|though|while|given|with|for|in|at|on|by|"
-    r"without|over|under|halfway|besides)\b[^,?]*,\s*(?=(?:" + _AUX + "|" + _WH + r")\b)",
+    r"without|over|under|halfway|besides)\b[^,?]*,\s*(?=(?:"
+    + _AUX
+    + "|"
+    + _WH
+    + r"|"
+    + _BOUND_BY
+    + r"\s+(?:how|what|which))\b)",
     re.IGNORECASE,
 )
 # An asking sentence that asks two things: "how long ..., and what status ...?"
@@ -230,7 +249,7 @@ def clauses(sentence: str) -> list[str]:
         return [_PREAMBLE.sub("", _LEAD_IN.sub("", sentence.strip()))]
     first = _PREAMBLE.sub("", _LEAD_IN.sub("", first.strip()))
     # a first part that asks nothing ("With stale-while-revalidate, how long ...") is a preamble
-    asks = re.match(rf"(?:{_WH}|{_AUX})\b", first, re.IGNORECASE)
+    asks = re.match(rf"(?:{_WH}|{_AUX}|{_BOUND_BY}\s+(?:how|what|which))\b", first, re.IGNORECASE)
     return ([first] if asks else []) + [r.strip() for r in rest]
 
 
@@ -247,12 +266,14 @@ def clause_type(clause: str) -> AnswerType:
         return AnswerType.NUMBER
     if yes_no:
         return AnswerType.YES_NO
+    # a clause that opens by asking a quantity wants it even when it names a status as the
+    # scenario ("What's the longest ... before answering with a 4xx?")
+    if _NUMBER.match(s):
+        return AnswerType.NUMBER
     if re.match(rf"^(?:{_WH})\b", s, re.IGNORECASE) and _STATUS.search(s) and not re.match(r"^(?:why|how)\b", s, re.I):
         return AnswerType.STATUS_CODE
     if _NAME.match(s):
         return AnswerType.NAME
-    if _NUMBER.match(s):
-        return AnswerType.NUMBER
     if _PROCEDURE.match(s):
         return AnswerType.PROCEDURE
     if _DEFINITION.match(s):
@@ -298,13 +319,30 @@ def numbers(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found + [t.lower() for t in tokens(text) if t.lower() in _NUMBER_WORDS]))
 
 
+# Numbers that count nothing: a quantifier idiom ("one or more", "one of", "each one"), a list
+# item's marker ("1. the apparent_age"), and a status code written as one ("a 414 (URI Too Long)",
+# "a 416 response"): none says how many, how long or how big.
+_NO_QUANTITY = re.compile(
+    r"\b(?:zero|one)\s+or\s+more\b|\bone\s+of\b|\b(?:any|each|every|no|some|which|the)\s+one\b|\bone\s+another\b"
+    r"|^\s*\d+\.\s"
+    r"|\b[1-5]\d\d(?=\s*\([A-Z]|\s+(?:status|response|responses|code|codes)\b)",
+    re.IGNORECASE,
+)
+
+
+def quantities(text: str) -> tuple[str, ...]:
+    """The numbers ``text`` writes that give a quantity: ``numbers`` less quantifier idioms, list
+    markers and status codes written as such."""
+    return numbers(_NO_QUANTITY.sub(" ", text))
+
+
 def has_instance(answer_type: AnswerType, text: str, choices: Sequence[str] = (), given: Sequence[str] = ()) -> bool:
     """Does ``text`` hold an instance of ``answer_type``? Section references ("see Section
     5.2.2", "RFC 9111") are no instance of anything, and neither is a number the question
     itself gives (``given``): "how long before returning 504?" is not answered by a 504."""
     text = without_references(text)
     if answer_type is AnswerType.NUMBER:
-        return any(n not in given for n in numbers(text))
+        return any(n not in given for n in quantities(text))
     if answer_type is AnswerType.STATUS_CODE:
         return any(m.group(0) not in given for m in _STATUS_CODE.finditer(text))
     if answer_type is AnswerType.NAME:

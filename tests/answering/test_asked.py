@@ -23,6 +23,7 @@ from rag_contract.answering.asked import (
     missing_types,
     numbers,
     options,
+    quantities,
     units,
     unknown_subjects,
     unmentioned_focus,
@@ -145,6 +146,31 @@ def test_classify_superlatives_and_counts_after_a_preposition(question, types):
     assert classify(question) == types
 
 
+@pytest.mark.parametrize(
+    ("question", "types"),
+    [
+        ("What is the most cookies a browser sends at once?", (N,)),  # the most of a plural noun
+        ("What's the most members an object may hold?", (N,)),
+        ("What is the most obvious fix?", (DEF,)),  # an adjective after "most" bounds nothing
+        ("At most how many interim responses may precede it?", (N,)),  # a bound before the asking words
+        ("Roughly how long is a response fresh?", (N,)),  # a hedge before them
+        ("Above how many ranges may a server refuse?", (N,)),
+        ("Below what size is a body left uncompressed?", (N,)),
+        ("Under what conditions is the connection kept?", (OTHER,)),  # a condition, not a bound
+        ("At how many routes does matching slow down?", (N,)),
+        ("What starting value should the client send?", (N,)),  # a starting or initial value is a number
+        ("Is there a hard ceiling on the lifetime?", (N,)),
+        ("What figure in kilobytes should we accept?", (N,)),
+        ("What's the longest extension list accepted before answering with a 4xx?", (N,)),  # the scenario's status
+        ("Which status code answers a body that is too large?", (S,)),
+        ("After the session ends, for how many minutes are credentials reused?", (N,)),  # a preamble, then the bound
+        ("Above what body size, in megabytes, should an API answer 413?", (N, YN)),
+    ],
+)
+def test_classify_bounds_hedges_and_plural_extremes(question, types):
+    assert classify(question) == types
+
+
 def test_the_type_shown_is_the_first_asked():
     assert Asked((S, N), (), ()).answer_type is S
     assert Asked((), (), ()).answer_type is OTHER
@@ -181,10 +207,28 @@ def test_has_instance(answer_type, text, holds):
     assert has_instance(answer_type, text) is holds
 
 
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("It holds one or more 1xx responses, then one final one.", ("one",)),  # the idiom, not the count
+        ("Zero or more interim responses precede it.", ()),
+        ("It is just one of name or locator.", ()),
+        ("1. the apparent_age: response_time minus date_value", ()),  # a list item's marker
+        ("It MUST respond with a 414 (URI Too Long) status code.", ()),  # a status code written as one
+        ("A server sends a 416 response.", ()),
+        ("It accepts request lines of 8000 octets.", ("8000",)),
+        ("It keeps at most one stored response.", ("one",)),
+        ("A 100 byte body and 200 requests.", ("100", "200")),  # a count of something else is a number
+    ],
+)
+def test_quantities_leave_out_idioms_list_markers_and_status_codes(text, found):
+    assert quantities(text) == found
+
+
 def test_a_number_the_question_gives_answers_nothing():
     assert numbers("Is 512 ok, or twice that (see Section 5.2)?") == ("512", "twice")
-    assert not has_instance(N, "It returns 504 (Gateway Timeout).", given=("504",))
-    assert has_instance(N, "It returns 504 (Gateway Timeout).")
+    assert not has_instance(N, "It returns 504 then.", given=("504",))
+    assert has_instance(N, "It returns 504 then.")
     assert has_instance(N, "It waits 30 seconds, then returns 504.", given=("504",))
     assert not has_instance(S, "It sends 403.", given=("403",))
     assert has_instance(S, "It sends 403 or 404.", given=("403",))
@@ -284,6 +328,9 @@ def test_focus_leaves_out_the_scenario_and_the_words_of_asking():
         "cache",
         "store",
     )
+    # a header's name is what the question is about: it stays, and a second header is not its value
+    q = "If a response has Cache-Control: max-age=60 and CDN-Cache-Control: max-age=600, which wins?"
+    assert focus(q) == ("response", "cache-control", "cdn-cache-control", "win")
 
 
 def test_focus_adds_the_names_the_scenario_uses():
