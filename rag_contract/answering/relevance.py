@@ -54,7 +54,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rag_contract.answering.asked import AnswerType, Asked, analyse, mentions_focus, missing_types, unmentioned_focus
+from rag_contract.answering.asked import (
+    AnswerType,
+    Asked,
+    analyse,
+    mentions_focus,
+    missing_types,
+    unmentioned_focus,
+    unsupported_premise,
+)
 from rag_contract.answering.grounding import Verdict
 from rag_contract.config.thresholds import RelevanceConfig
 from rag_contract.index.store import Index
@@ -104,14 +112,16 @@ class Relevance:
     missing: tuple[AnswerType, ...] = ()  # answer types asked for that no kept claim holds
     focus_said: bool = True  # some kept claim (or a title it cites) mentions the question's focus
     unmentioned: tuple[str, ...] = ()  # the focus words none of them mentions (feature ``unmentioned``)
+    unsupported: tuple[str, ...] = ()  # the words of a premise of the question that no kept claim says
 
     @property
     def ceiling(self) -> str:
         """The best verdict the rules allow, whatever the logit: off_topic for an unknown subject,
-        stops_short for a missing answer type or an unmentioned focus, else answers."""
+        stops_short for a missing answer type, an unmentioned focus or a premise the claims do
+        not say, else answers."""
         if self.unknown:
             return OFF_TOPIC
-        return STOPS_SHORT if self.missing or not self.focus_said else ANSWERS
+        return STOPS_SHORT if self.missing or not self.focus_said or self.unsupported else ANSWERS
 
     def _standing(self) -> str:
         """Why an answer stands: the instances it gives and the focus it mentions."""
@@ -139,6 +149,11 @@ class Relevance:
             )
         for t in self.missing:
             parts.append(f"no kept claim gives {t.wants} for '{self._about()}'")
+        if self.unsupported:
+            parts.append(
+                "no kept claim says what the question takes as given: "
+                + ", ".join(f"'{t}'" for t in self.unsupported[:NAMED_TERMS])
+            )
         if not self.focus_said and self.asked:
             parts.append("no kept claim mentions " + ", ".join(f"'{t}'" for t in self.asked.focus[:NAMED_TERMS]))
         elif self.unmentioned and self.asked:
@@ -164,6 +179,7 @@ class Relevance:
             **(self.asked.as_dict() if self.asked else {}),
             "missing": [t.value for t in self.missing],
             "unmentioned": list(self.unmentioned),
+            "unsupported": list(self.unsupported),
             "ceiling": self.ceiling,
             "reason": self.reason(),
         }
@@ -323,6 +339,16 @@ def assess(
     unknown = named + tuple(u for u in asked.unknown if u.lower() not in {n.lower() for n in named})
     missing = missing_types(asked, [(v.claim.text, addressed_terms([v], index)) for v in kept])
     r = Relevance(
-        ANSWERS, score, f, unaddressed, absent, unknown, asked, missing, mentions_focus(asked, said), unmentioned
+        ANSWERS,
+        score,
+        f,
+        unaddressed,
+        absent,
+        unknown,
+        asked,
+        missing,
+        mentions_focus(asked, said),
+        unmentioned,
+        unsupported_premise(asked, said),
     )
     return replace(r, verdict=verdict_for(score, config, r.ceiling))

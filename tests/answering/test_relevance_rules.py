@@ -5,6 +5,8 @@ milliseconds, so mutation testing runs it against relevance.py (eval/mutation.ya
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -324,6 +326,7 @@ def test_as_dict_rounds_to_four_places_and_carries_the_reason():
         "unknown": [],
         "missing": [],
         "unmentioned": [],
+        "unsupported": [],
         "ceiling": ANSWERS,
         "reason": "the claims stop short of the question: no kept claim addresses 'a'; the corpus never uses 'a'",
     }
@@ -364,6 +367,17 @@ def test_the_reason_names_each_missing_type_and_the_unmentioned_focus():
     assert Relevance(STOPS_SHORT, 0.0, F, (), (), (), empty, (AnswerType.NUMBER,), True).reason() == (
         "the claims stop short of the question: no kept claim gives a number for ''"
     )
+
+
+def test_a_premise_no_claim_says_caps_the_verdict_and_is_named():
+    r = Relevance(ANSWERS, 0.0, F, (), (), (), ASKED, (), True, (), ("alphabetical", "order"))
+    assert r.ceiling == STOPS_SHORT
+    assert replace(r, verdict=STOPS_SHORT).reason() == (
+        "the claims stop short of the question: no kept claim says what the question takes as given: "
+        "'alphabetical', 'order'"
+    )
+    assert replace(r, unknown=("hpack",)).ceiling == OFF_TOPIC  # an unknown subject still outranks it
+    assert replace(r, unsupported=()).ceiling == ANSWERS
 
 
 def test_the_reason_counts_the_focus_words_left_unmentioned_when_some_are_said():
