@@ -78,7 +78,6 @@ class Asked:
     options: tuple[str, ...] = ()  # for a choice: the content words of the options offered
     given: tuple[str, ...] = ()  # the numbers the question itself writes: repeating one answers nothing
     units: tuple[str, ...] = ()  # the measures a number is asked in ("time", "size"): "how many seconds"
-    premises: tuple[tuple[str, ...], ...] = ()  # what the question says the spec requires, as content words
 
     @property
     def answer_type(self) -> AnswerType:
@@ -91,7 +90,6 @@ class Asked:
             "types": [t.value for t in self.types],
             "focus": list(self.focus),
             "unknown": list(self.unknown),
-            "premises": [list(p) for p in self.premises],
         }
 
 
@@ -105,6 +103,11 @@ _AUX = (
     r"|isn't|aren't|can't|doesn't|don't|won't|shouldn't|mustn't"
 )
 _STARTS_AUX = re.compile(rf"^(?:{_AUX})\b", re.IGNORECASE)
+
+
+def sentences(question: str) -> list[str]:
+    """The question's sentences, each without the words that only lead into it ("So", "And")."""
+    return [_LEAD_IN.sub("", t.strip()) for t in _SENTENCE_END.split(question.strip()) if t.strip()]
 
 
 def interrogatives(question: str) -> list[str]:
@@ -403,69 +406,6 @@ def missing_types(asked: Asked, claims: Iterable[tuple[str, Iterable[str]]]) -> 
     return tuple(t for t in wanted if not any(holds(t, text) for text in tied))
 
 
-# --- premises ------------------------------------------------------------------------------
-
-# A statement of what the specification requires, made by the question rather than asked: "RFC
-# 8259 reserves member names starting with '$'", "The HTTP spec caps redirects at five, right?",
-# "Given that the field names ... have to be listed in alphabetical order, ...". Asking what a
-# document says ("Does the URI syntax say ...?") states nothing, nor does the engineer's own
-# situation ("since we never asked for one").
-_SPEC = (
-    r"(?:rfc\s*\d+|http(?:/[\d.]+)?(?:\s+caching)?|json|the\s+uri\s+syntax"
-    r"|the\s+(?:spec|specification|standard|rfc|docs?|(?:json|cookie|uri|http|caching)\s+(?:rfc|spec|specification)))"
-)
-_ATTRIBUTED = re.compile(
-    rf"^(?:(?:so|but|and|now)\s+)?{_SPEC}\s+(?:[\w-]+\s+){{0,2}}?"
-    r"(?:requires?|says?|mandates?|caps|limits|forbids|defines|reserves|must|only\s+allows?)\b[^?;]*",
-    re.IGNORECASE,
-)
-_GRANTED = re.compile(
-    r"\b(?:given\s+that|since|because)\s+(?!(?:we|our|i|my|you|your|they|their)\b)[^?.;,]*?"
-    r"\b(?:must|requires?|required|has\s+to|have\s+to|mandates?|is\s+supposed\s+to)\b[^?.;,]*",
-    re.IGNORECASE,
-)
-# Words of attribution and obligation: they say who requires, not what.
-_OBLIGATION = frozenset(
-    content_words(
-        "rfc http spec specification standard docs doc require requires required say says mandate mandates must "
-        "has have given since because cap caps limit limits forbid forbids define defines reserve reserves only "
-        "allow allows supposed right json uri syntax caching cookie"
-    )
-)
-
-
-def premises(question: str) -> tuple[tuple[str, ...], ...]:
-    """The content words of each requirement the question states as the specification's, its
-    words of attribution and obligation left out; a premise of no other word is none."""
-    out: list[tuple[str, ...]] = []
-    for sentence in _SENTENCE_END.split(question.strip()):
-        s = _LEAD_IN.sub("", sentence.strip())
-        spans = [m.group(0) for m in _GRANTED.finditer(s)]
-        if (m := _ATTRIBUTED.match(s)) is not None:
-            spans.insert(0, re.split(r",\s*(?:right|so|and|but|which|what|how|should|do|does|is|can)\b", m.group(0))[0])
-        for span in spans:
-            words = tuple(w for w in dict.fromkeys(content_words(span)) if w not in _OBLIGATION)
-            if words:
-                out.append(words)
-    return tuple(out)
-
-
-# The share of a premise's words the kept claims must say for the premise to stand on them.
-PREMISE_SUPPORT = 2 / 3
-
-
-def unsupported_premise(asked: Asked, said: Iterable[str]) -> tuple[str, ...]:
-    """The words no kept claim says (nor a word sharing its stem) of the first premise whose
-    words they say less than ``PREMISE_SUPPORT`` of; none when every premise stands."""
-    said_set = set(said)
-    stems = {w[:STEM] for w in said_set if len(w) >= STEM}
-    for words in asked.premises:
-        unsaid = tuple(w for w in words if not (w in said_set or (len(w) >= STEM and w[:STEM] in stems)))
-        if len(words) - len(unsaid) < PREMISE_SUPPORT * len(words):
-            return unsaid
-    return ()
-
-
 # --- unknown subjects ---------------------------------------------------------------------
 
 # A candidate name: letters (and inner hyphens), no digit, dot or slash: hosts, paths, numbers
@@ -543,7 +483,6 @@ def analyse(question: str, corpus: Lexicon, frequency: Frequency) -> Asked:
         options(question),
         numbers(question),
         units(question),
-        premises(question),
     )
 
 

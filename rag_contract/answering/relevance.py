@@ -61,9 +61,9 @@ from rag_contract.answering.asked import (
     mentions_focus,
     missing_types,
     unmentioned_focus,
-    unsupported_premise,
 )
 from rag_contract.answering.grounding import Verdict
+from rag_contract.answering.premises import premises, unsupported_premise
 from rag_contract.config.thresholds import RelevanceConfig
 from rag_contract.index.store import Index
 from rag_contract.retrieval.terms import coverage
@@ -113,6 +113,7 @@ class Relevance:
     focus_said: bool = True  # some kept claim (or a title it cites) mentions the question's focus
     unmentioned: tuple[str, ...] = ()  # the focus words none of them mentions (feature ``unmentioned``)
     unsupported: tuple[str, ...] = ()  # the words of a premise of the question that no kept claim says
+    premises: tuple[tuple[str, ...], ...] = ()  # what the question states the specification requires
 
     @property
     def ceiling(self) -> str:
@@ -179,6 +180,7 @@ class Relevance:
             **(self.asked.as_dict() if self.asked else {}),
             "missing": [t.value for t in self.missing],
             "unmentioned": list(self.unmentioned),
+            "premises": [list(p) for p in self.premises],
             "unsupported": list(self.unsupported),
             "ceiling": self.ceiling,
             "reason": self.reason(),
@@ -327,6 +329,7 @@ def assess(
     how common a word is in English (``text.english``)."""
     said = addressed_terms(kept, index)
     asked = analyse(question, index.answering, frequency)
+    stated = premises(question)
     unmentioned = unmentioned_focus(asked, said)
     f = features(question, query_vector, kept, index, said, scores, unmentioned)
     score = logit(f, config.weights)
@@ -349,6 +352,7 @@ def assess(
         missing,
         mentions_focus(asked, said),
         unmentioned,
-        unsupported_premise(asked, said),
+        unsupported_premise(stated, said),
+        stated,
     )
     return replace(r, verdict=verdict_for(score, config, r.ceiling))

@@ -23,12 +23,10 @@ from rag_contract.answering.asked import (
     missing_types,
     numbers,
     options,
-    premises,
     quantities,
     units,
     unknown_subjects,
     unmentioned_focus,
-    unsupported_premise,
 )
 from rag_contract.text.lexicon import Lexicon
 from rag_contract.text.words import content_words
@@ -412,39 +410,6 @@ def test_english_reads_an_inflected_word_by_its_bare_form():
     assert english("zzs", frequency) == 0.0  # too short a bare form to look up
 
 
-@pytest.mark.parametrize(
-    ("question", "found"),
-    [
-        (
-            "RFC 8259 reserves member names starting with '$' for metadata, so we rename ours. Which prefix?",
-            (("member", "name", "starting", "metadata"),),
-        ),
-        ("The HTTP spec caps redirects at five, right?", (("redirect", "five"),)),  # a premise asked back
-        (
-            "Given that Vary's field names have to be sorted, should our proxy re-sort them?",
-            (("vary", "field", "name", "sorted"),),
-        ),
-        ("Since a 202 must carry a Location header, what URL goes in it?", (("202", "carry", "location", "header"),)),
-        ("Does the URI syntax say whether a port is TCP or UDP?", ()),  # asking what it says states nothing
-        ("Our client crashes on a 103, since we never asked for one. Is that allowed?", ()),  # the engineer's own
-        ("How long may a cache keep a response?", ()),
-    ],
-)
-def test_premises_are_what_the_question_says_the_spec_requires(question, found):
-    assert premises(question) == found
-
-
-def test_a_premise_stands_on_claims_that_say_two_thirds_of_its_words():
-    asked = Asked((YN,), ("proxy",), (), premises=(("vary", "field", "name", "sorted"),))
-    assert unsupported_premise(asked, {"vary", "field", "name"}) == ()  # three of four words: it stands
-    assert unsupported_premise(asked, {"vary", "field"}) == ("name", "sorted")  # two of four: it does not
-    alphabetical = Asked((YN,), (), (), premises=(("alphabetical", "sorted", "header"),))
-    assert unsupported_premise(alphabetical, {"alphabetically", "header"}) == ()  # two of three, one by its stem
-    assert unsupported_premise(alphabetical, {"header"}) == ("alphabetical", "sorted")
-    assert unsupported_premise(asked, {"vary"}) == ("field", "name", "sorted")
-    assert unsupported_premise(Asked((YN,), (), ()), set()) == ()
-
-
 def test_analyse_gathers_all_three():
     a = analyse("Our crawler saw it. How long does an hpack cache keep it?", CORPUS, frequency)
     assert a == Asked((N,), ("long", "hpack", "cache", "keep"), ("hpack",), ())
@@ -453,5 +418,4 @@ def test_analyse_gathers_all_three():
         "types": ["number"],
         "focus": ["long", "hpack", "cache", "keep"],
         "unknown": ["hpack"],
-        "premises": [],
     }

@@ -211,6 +211,15 @@ def test_assess_counts_the_focus_words_no_kept_claim_or_cited_title_mentions(ind
     assert said_all.features.unmentioned == 0.0
 
 
+def test_assess_holds_a_premise_to_the_words_the_kept_claims_say(index):
+    q = "RFC 6265 requires the secure attribute to carry a zorblax. Does it limit the cookie?"
+    r = assess(q, QUERY, [kept("secure attribute limits")], index, CONFIG, SCORES)
+    assert r.premises == (("secure", "attribute", "carry", "zorblax"),)
+    assert r.unsupported == ("carry", "zorblax") and r.ceiling == STOPS_SHORT  # two of four words said
+    said = assess(q, QUERY, [kept("secure attribute limits carry")], index, CONFIG, SCORES)
+    assert said.unsupported == () and said.premises == r.premises  # three of four: it stands
+
+
 @pytest.mark.parametrize(
     ("score", "verdict"),
     [(0.5001, ANSWERS), (0.5, ANSWERS), (0.4999, STOPS_SHORT), (-0.5, STOPS_SHORT), (-0.5001, OFF_TOPIC)],
@@ -326,6 +335,7 @@ def test_as_dict_rounds_to_four_places_and_carries_the_reason():
         "unknown": [],
         "missing": [],
         "unmentioned": [],
+        "premises": [],
         "unsupported": [],
         "ceiling": ANSWERS,
         "reason": "the claims stop short of the question: no kept claim addresses 'a'; the corpus never uses 'a'",
