@@ -605,11 +605,13 @@ def entity_tag_of(base_url: str, question_id: str) -> str:
 
 def ask_ready(base_url: str, body: bytes, timeout_s: float = 60.0) -> None:
     """``POST /ask`` until the model has loaded (its first questions are 503
-    ``embedder_loading``, ``Retry-After`` followed), so the row measures answering."""
+    ``embedder_loading``, ``Retry-After`` followed) and an answer has come back, so the row
+    measures answering. A first answer that pays the cold start (lazy imports, the English word
+    list) on a busy host can be 503 ``abandoned``, past its deadline: it is asked again."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         status, headers, raw = _fetch(f"{base_url}/ask", _PROBE_XFF, body)
-        if status != 503 or b"embedder_loading" not in raw:
+        if status != 503 or not (b"embedder_loading" in raw or b'"error":"abandoned"' in raw):
             if status != 200:
                 raise LoadError(f"POST /ask answered {status}: {raw[:200]!r}")
             return

@@ -424,3 +424,18 @@ def test_render_shows_the_ask_table_and_goals():
     # a report from before the service's own time was read says so rather than failing
     assert "| unbatched (max_batch 1) | 1 | 100.0 | 4.5 | 4.5 | n/a | n/a | 50% | 0 |" in text
     assert "61.0 answers/s (goal >= 60: met)" in text and "= 5.5: met" in text
+
+
+def test_ask_ready_waits_out_loading_and_a_cold_abandoned_answer_but_not_other_errors(monkeypatch):
+    replies = [
+        (503, {"Retry-After": "0"}, b'{"error":"embedder_loading"}'),
+        (503, {}, b'{"error":"abandoned","detail":"deadline of 150 ms spent during relevance"}'),
+        (200, {}, b"{}"),
+    ]
+    monkeypatch.setattr(loadtest, "_fetch", lambda *a: replies.pop(0))
+    monkeypatch.setattr(loadtest.time, "sleep", lambda s: None)
+    loadtest.ask_ready("http://127.0.0.1:1", b"{}")
+    assert replies == []
+    monkeypatch.setattr(loadtest, "_fetch", lambda *a: (503, {}, b'{"error":"overloaded"}'))
+    with pytest.raises(loadtest.LoadError, match="503"):
+        loadtest.ask_ready("http://127.0.0.1:1", b"{}")
