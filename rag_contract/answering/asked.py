@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rag_contract.text.english import Frequency
-from rag_contract.text.lexicon import STEM, Lexicon
+from rag_contract.text.lexicon import Lexicon, unsaid
 from rag_contract.text.words import content_words, tokens, without_references
 
 RARE_ZIPF = 2.3  # below this, a word is a name English barely uses ("jwt" 2.0, "nginx" 2.2, "backend" 2.9)
@@ -489,9 +489,7 @@ def analyse(question: str, corpus: Lexicon, frequency: Frequency) -> Asked:
 def unmentioned_focus(asked: Asked, said: Iterable[str]) -> tuple[str, ...]:
     """The focus words that neither appear among ``said`` (the content words of the kept claims
     and their cited titles) nor share a stem with one of them ("compared", "compare")."""
-    said_set = set(said)
-    stems = {w[:STEM] for w in said_set if len(w) >= STEM}
-    return tuple(w for w in asked.focus if not (w in said_set or (len(w) >= STEM and w[:STEM] in stems)))
+    return unsaid(asked.focus, said)
 
 
 def mentions_focus(asked: Asked, said: Iterable[str]) -> bool:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from rag_contract.answering.asked import sentences
-from rag_contract.text.lexicon import STEM
+from rag_contract.text.lexicon import unsaid
 from rag_contract.text.words import content_words
 
 # A statement of what the specification requires, made by the question rather than asked: "RFC
@@ -74,10 +74,9 @@ def unsupported_premise(stated: Sequence[tuple[str, ...]], said: Iterable[str]) 
     """The words ``said`` (the kept claims' words and their cited titles') lacks, nor a word
     sharing its stem, of the first of the ``stated`` premises whose words it holds less than
     ``PREMISE_SUPPORT`` of; none when every premise stands."""
-    said_set = set(said)
-    stems = {w[:STEM] for w in said_set if len(w) >= STEM}
+    said = set(said)
     for words in stated:
-        unsaid = tuple(w for w in words if not (w in said_set or (len(w) >= STEM and w[:STEM] in stems)))
-        if len(words) - len(unsaid) < PREMISE_SUPPORT * len(words):
-            return unsaid
+        missing = unsaid(words, said)
+        if len(words) - len(missing) < PREMISE_SUPPORT * len(words):
+            return missing
     return ()

@@ -9,6 +9,7 @@ lower-cased with white space collapsed, for names and phrases the tokeniser woul
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,6 +17,14 @@ from rag_contract.text.words import content_word
 
 _RUN = re.compile(r"[\w-]+")
 STEM = 6  # a corpus word sharing this many leading letters is the same word ("tunnelling", "tunnel")
+
+
+def unsaid(words: Sequence[str], said: Iterable[str]) -> tuple[str, ...]:
+    """The ``words`` that are neither among ``said`` nor share their first ``STEM`` letters with
+    one of them ("compared", "compare"), in order."""
+    said_set = set(said)
+    stems = {w[:STEM] for w in said_set if len(w) >= STEM}
+    return tuple(w for w in words if not (w in said_set or (len(w) >= STEM and w[:STEM] in stems)))
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rag_contract.text.lexicon import STEM, Lexicon
+from rag_contract.text.lexicon import STEM, Lexicon, unsaid
 
 LEX = Lexicon.of(frozenset({"cache", "serialization", "keep-alive", "uri"}), "a uri reference. the keep-alive field.")
 
@@ -56,3 +56,11 @@ def test_the_run_lookup_agrees_with_scanning_the_text(index):
         scanned = re.search(rf"(?<![\w-]){re.escape(low)}(?![\w-])", lex.text) is not None
         if scanned != (low in lex.runs) and re.fullmatch(r"[\w-]+", low):
             raise AssertionError(f"{word!r}: scanned {scanned}, runs {low in lex.runs}")
+
+
+def test_unsaid_is_each_word_neither_said_nor_sharing_a_stem_with_a_said_one():
+    assert unsaid(("compare", "compared", "cache", "fresh"), ["compare", "caches"]) == ("cache", "fresh")
+    assert unsaid(("header", "sorted"), {"headers", "sorted"}) == ()  # the word is the stem of a said one
+    assert unsaid(("headers", "sorted"), {"header"}) == ("sorted",)  # a said word is the stem
+    assert unsaid(("tunnel", "age"), iter(["tunnelling", "ages"])) == ("age",)  # short words only as written
+    assert unsaid((), {"cache"}) == ()
