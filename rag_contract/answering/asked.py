@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rag_contract.text.english import Frequency
-from rag_contract.text.lexicon import Lexicon, unsaid
+from rag_contract.text.lexicon import STEM, Lexicon, unsaid
 from rag_contract.text.words import content_words, tokens, without_references
 
 RARE_ZIPF = 2.3  # below this, a word is a name English barely uses ("jwt" 2.0, "nginx" 2.2, "backend" 2.9)
@@ -78,6 +78,7 @@ class Asked:
     options: tuple[str, ...] = ()  # for a choice: the content words of the options offered
     given: tuple[str, ...] = ()  # the numbers the question itself writes: repeating one answers nothing
     units: tuple[str, ...] = ()  # the measures a number is asked in ("time", "size"): "how many seconds"
+    counted: tuple[str, ...] = ()  # what "how many" counts, when no unit: "how many decimal places"
 
     @property
     def answer_type(self) -> AnswerType:
@@ -300,7 +301,7 @@ def options(question: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-_NUMBER_WORDS = frozenset(
+NUMBER_WORDS = frozenset(
     {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
     | {"fifteen", "twenty", "thirty", "forty", "fifty", "sixty", "hundred", "thousand", "million", "billion"}
     | {"once", "twice", "half", "quarter"}
@@ -321,7 +322,7 @@ def numbers(text: str) -> tuple[str, ...]:
     section references are none."""
     text = without_references(text)
     found = [m.group(0) for m in _NUMERAL.finditer(text) if m.group(0).count(".") < 2]
-    return tuple(dict.fromkeys(found + [t.lower() for t in tokens(text) if t.lower() in _NUMBER_WORDS]))
+    return tuple(dict.fromkeys(found + [t.lower() for t in tokens(text) if t.lower() in NUMBER_WORDS]))
 
 
 # Numbers that count nothing: a quantifier idiom ("one or more", "one of", "each one"), a list
@@ -369,7 +370,7 @@ _ASKED_IN = {m: re.compile(rf"\b(?:{u})\b", re.IGNORECASE) for m, u in _UNITS.it
 # A measure: a number (digits or a number word) and, at most two words on, a unit of it.
 _MEASURED = {
     m: re.compile(
-        rf"(?:(?<![\w.#/])\d[\d,.]*|\b(?:{'|'.join(sorted(_NUMBER_WORDS))}))\s*(?:[\w-]+\s+){{0,2}}?(?:{u})\b",
+        rf"(?:(?<![\w.#/])\d[\d,.]*|\b(?:{'|'.join(sorted(NUMBER_WORDS))}))\s*(?:[\w-]+\s+){{0,2}}?(?:{u})\b",
         re.IGNORECASE,
     )
     for m, u in _UNITS.items()
@@ -388,6 +389,47 @@ def measured(text: str, measures: Sequence[str]) -> bool:
     return any(_MEASURED[m].search(text) for m in measures)
 
 
+# What "how many" counts: up to two words and a plural noun after it ("how many 1xx interim
+# responses"), or after "maximum number of". Units are left to ``units``; "times" counts
+# occurrences, which "once" or "twice" answer.
+_COUNTED = re.compile(
+    r"\bhow\s+many\s+((?:[\w-]+\s+){0,2}?[a-z][\w-]*[^sui\W]s)\b"
+    r"|\b(?:maximum|minimum|max|min)\s+number\s+of\s+((?:[\w-]+\s+)?[a-z][\w-]*[^sui\W]s)\b",
+    re.IGNORECASE,
+)
+# Bits stay counted: "at least 4096 bytes" is a size, and no count of bits.
+_NOT_COUNTED = re.compile(rf"^(?!bits?$)(?:{_UNITS['time']}|{_UNITS['size']}|times)$", re.IGNORECASE)
+COUNTED_WITHIN = 5  # words between a number and what it counts: "three digits after the decimal point"
+_QUANTITY_WORD = rf"(?:(?<![\w.#/])\d[\d,.]*|\b(?:{'|'.join(sorted(NUMBER_WORDS))}))\b"
+
+
+def counted(question: str) -> tuple[str, ...]:
+    """The words of what the number-asking questions count, when it is no unit ("How many bits
+    ...?": bits; "How many decimal places ...?": decimal, places), in order."""
+    asked = [c for s in interrogatives(question) for c in clauses(s) if clause_type(c) is AnswerType.NUMBER]
+    out: list[str] = []
+    for clause in asked:
+        for m in _COUNTED.finditer(clause):
+            words = (m.group(1) or m.group(2)).lower().split()
+            if not _NOT_COUNTED.match(words[-1]):
+                out.extend(words)
+    return tuple(dict.fromkeys(out))
+
+
+def counts(text: str, things: Sequence[str]) -> bool:
+    """Does ``text`` give a quantity within ``COUNTED_WITHIN`` words of one of ``things`` (or a
+    word sharing its stem: "responses", "response")? "At least 4096 bytes" counts no bits, and a
+    number beside some other noun counts nothing the question asked about."""
+    text = _NO_QUANTITY.sub(" ", without_references(text))
+    for thing in things:
+        stem = re.escape(re.sub(r"(?:ies|es|s)$", "", thing)[:STEM])
+        near = rf"(?:\W+\w+){{0,{COUNTED_WITHIN}}}?\W+"
+        # the thing may sit inside a longer word: "max_files=1000", "128-bit"
+        if re.search(rf"{_QUANTITY_WORD}{near}\w*{stem}|{stem}\w*{near}{_QUANTITY_WORD}", text, re.IGNORECASE):
+            return True
+    return False
+
+
 def missing_types(asked: Asked, claims: Iterable[tuple[str, Iterable[str]]]) -> tuple[AnswerType, ...]:
     """The types asked for (a number, a status code, a name, one of the options) that no kept
     claim holds an instance of, tied to the question's focus: ``claims`` are (text, the words it
@@ -400,8 +442,11 @@ def missing_types(asked: Asked, claims: Iterable[tuple[str, Iterable[str]]]) -> 
     def holds(t: AnswerType, text: str) -> bool:
         if not has_instance(t, text, asked.options, asked.given):
             return False
-        # a number asked in a unit is answered by a number in that unit, not by any number near the words
-        return t is not AnswerType.NUMBER or not asked.units or measured(text, asked.units)
+        if t is not AnswerType.NUMBER:
+            return True
+        # a number asked in a unit is answered by a number in that unit, not by any number near the
+        # words; a count, by a number beside what it counts
+        return (not asked.units or measured(text, asked.units)) and (not asked.counted or counts(text, asked.counted))
 
     return tuple(t for t in wanted if not any(holds(t, text) for text in tied))
 
@@ -420,6 +465,16 @@ _CAPITALISED = re.compile(r"(?<=[\w,;:)] )([A-Z][a-z]+)(?![\w-])")
 # The corpus must name it so too, with at most one word between ("private response directive").
 _NAMED_KIND = re.compile(
     r"\b(?:the|a|an)\s+([A-Za-z][\w-]*)\s+(directive|attribute|parameter|prefix|keyword|flag)s?\b", re.IGNORECASE
+)
+# An element the scenario names by its kind ("... in a Sunset response header.") that an asking
+# sentence refers back to ("What date format does that header use?"): the question is about it.
+_KINDS = r"header|field|attribute|directive|parameter|method|option|coding"
+_SCENARIO_KIND = re.compile(
+    rf"\b([A-Z][\w-]*|[a-z]+[A-Z]\w*|[a-z]+(?:-[a-z]+)+)\s+(?:(?:response|request)\s+)?({_KINDS})s?\b"
+)
+_REFERS_BACK = re.compile(
+    rf"\b(?:that|this|these|those|such\s+an?|the\s+same)\s+(?:(?:response|request)\s+)?({_KINDS})s?\b",
+    re.IGNORECASE,
 )
 _CAPITALISED_PAIR = re.compile(r"(?<=\w )([A-Z][A-Za-z]+ [A-Z][a-z][A-Za-z]+)\b")
 _VERSIONED = re.compile(r"\b([A-Z][A-Za-z]*[A-Z][A-Za-z]* \d+\.\d+|[A-Za-z]{2,}/\d+(?:\.\d+)?)(?![\w.])")
@@ -472,7 +527,24 @@ def unknown_subjects(question: str, corpus: Lexicon, frequency: Frequency) -> tu
             code = m.group(1) or m.group(2)
             if not corpus.knows(code):
                 out.setdefault(code, None)
+    out.update(dict.fromkeys(_referred_back(question, corpus)))
     return tuple(out)
+
+
+def _referred_back(question: str, corpus: Lexicon) -> list[str]:
+    """Elements the scenario names by a kind that an asking sentence refers back to ("that
+    header") and that the corpus never calls so."""
+    asking = interrogatives(question)
+    kinds = {m.group(1).lower() for s in asking for m in _REFERS_BACK.finditer(s)}
+    if not kinds:
+        return []
+    scenario = [s for s in _SENTENCE_END.split(question.strip()) if s.strip() not in asking]
+    return [
+        m.group(1)
+        for s in scenario
+        for m in _SCENARIO_KIND.finditer(_scenario_free(s))
+        if m.group(2).lower() in kinds and not corpus.names(m.group(1), m.group(2))
+    ]
 
 
 def analyse(question: str, corpus: Lexicon, frequency: Frequency) -> Asked:
@@ -483,6 +555,7 @@ def analyse(question: str, corpus: Lexicon, frequency: Frequency) -> Asked:
         options(question),
         numbers(question),
         units(question),
+        counted(question),
     )
 
 

@@ -4,8 +4,9 @@ A question can carry a claim of its own: "RFC 8259 reserves member names startin
 which prefix ...?", "Given that the field names in a Vary header have to be listed in
 alphabetical order, should ...?". Every word of such a premise can be the corpus's while the
 statement is not, and an answer that takes it on stands on nothing. One rule, deterministic, no
-model: a premise (``premises``) stands only if the kept claims say enough of its words
-(``unsupported_premise``); otherwise the answer stops short, naming the words no claim says.
+model: a premise (``premises``) stands only if the kept claims say enough of its words, and
+every number it states (``unsupported_premise``); otherwise the answer stops short, naming the
+words no claim says.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from rag_contract.answering.asked import sentences
+from rag_contract.answering.asked import NUMBER_WORDS, sentences
 from rag_contract.text.lexicon import unsaid
 from rag_contract.text.words import content_words
 
@@ -70,13 +71,21 @@ def premises(question: str) -> tuple[tuple[str, ...], ...]:
 PREMISE_SUPPORT = 2 / 3
 
 
+def _number(word: str) -> bool:
+    """A count or a size written as digits or in words ("32", "five"); a version such as "1.1"
+    is a name."""
+    return word.isdigit() or word in NUMBER_WORDS
+
+
 def unsupported_premise(stated: Sequence[tuple[str, ...]], said: Iterable[str]) -> tuple[str, ...]:
     """The words ``said`` (the kept claims' words and their cited titles') lacks, nor a word
     sharing its stem, of the first of the ``stated`` premises whose words it holds less than
-    ``PREMISE_SUPPORT`` of; none when every premise stands."""
+    ``PREMISE_SUPPORT`` of, or one of whose numbers it lacks; none when every premise stands.
+    A number is what a premise claims ("caps cookie names at 32 characters"): claims about
+    cookie names and characters that never say 32 do not bear it out."""
     said = set(said)
     for words in stated:
         missing = unsaid(words, said)
-        if len(words) - len(missing) < PREMISE_SUPPORT * len(words):
+        if len(words) - len(missing) < PREMISE_SUPPORT * len(words) or any(_number(w) for w in missing):
             return missing
     return ()

@@ -14,6 +14,8 @@ from rag_contract.answering.asked import (
     analyse,
     classify,
     clauses,
+    counted,
+    counts,
     english,
     focus,
     has_instance,
@@ -281,6 +283,51 @@ def test_a_number_asked_in_a_unit_wants_that_unit():
     assert missing_types(unitless, said("A cache may wait for 2 responses.")) == ()
 
 
+@pytest.mark.parametrize(
+    ("question", "things"),
+    [
+        ("How many bits of randomness should a session id carry?", ("bits",)),  # bits: a count, not a size
+        ("How many decimal places may a weight have?", ("decimal", "places")),
+        ("How many 1xx interim responses may precede it?", ("1xx", "interim", "responses")),
+        ("What is the maximum number of cookies per domain?", ("cookies",)),
+        ("What is the maximum number of characters?", ()),  # a unit: ``units`` holds it to that
+        ("How many seconds may it wait?", ()),
+        ("How many times may it retry?", ()),  # "once" and "twice" count times
+        ("How long may it wait?", ()),
+        ("Our proxy saw how many ranges? Which status should it send?", ()),  # asks no number
+    ],
+)
+def test_counted_is_what_how_many_counts(question, things):
+    assert counted(question) == things
+
+
+@pytest.mark.parametrize(
+    ("text", "things", "holds"),
+    [
+        ("A sender MUST NOT generate more than three digits after the decimal point.", ("decimal", "places"), True),
+        ("At least 4096 bytes per cookie.", ("bits",), False),  # a size counts no bits
+        ("A 128-bit value.", ("bits",), True),  # inside a longer word
+        ("request.form(max_files=1000)", ("files",), True),
+        ("At least 50 cookies per domain.", ("cookies",), True),  # a plural's stem
+        ("one or more interim responses", ("responses",), False),  # a quantifier counts nothing
+        ("a 100 (Continue) interim response", ("responses",), False),  # a status code counts nothing
+        # six words apart: the number is about something else
+        ("Alternatives are listed in a long table for codes 200 and 406.", ("alternatives",), False),
+        ("Alternatives are listed, at most five of them per page.", ("alternatives",), True),  # within five words
+        ("It has ranges. See Section 14 for ranges.", ("ranges",), False),  # a reference is no number
+    ],
+)
+def test_counts_is_a_quantity_beside_what_it_counts(text, things, holds):
+    assert counts(text, things) is holds
+
+
+def test_a_count_wants_a_number_beside_what_it_counts():
+    asked = analyse("How many bits of randomness should a session cookie carry?", CORPUS, frequency)
+    assert asked.counted == ("bits",)
+    assert missing_types(asked, said("A session cookie holds at least 4096 bytes.")) == (N,)
+    assert missing_types(asked, said("A session cookie carries 128 bits of randomness.")) == ()
+
+
 def test_a_choice_is_answered_by_naming_an_option():
     assert options("Should our API answer 401 or 403?") == ("401", "403")
     assert has_instance(CH, "A server ought to respond with 403.", ("401", "403"))
@@ -390,6 +437,13 @@ def test_unmentioned_focus_is_each_focus_word_no_said_word_or_stem_covers():
         ("Is status 304 cached?", ()),  # the corpus writes it
         ("Can the cache store 500 bytes?", ()),  # a number that is no code
         ("Is 499 enough?", ()),
+        # the scenario names an element by its kind and the asking sentence refers back to it
+        ("We announce it in a Sunset response header. What date format does that header use?", ("Sunset",)),
+        ("A client sends a Zorp attribute. Which ports does that attribute restrict?", ("Zorp",)),
+        ("We send a Keep-Alive header field. How long does that header keep it?", ()),  # the corpus names it so
+        ("We send a Sunset response header. How long may a cache keep it?", ()),  # nothing refers back
+        ("We send a Sunset header. Which directive does that attribute take?", ()),  # another kind
+        ("We send a private response directive. What does that directive do?", ()),
     ],
 )
 def test_unknown_subjects(question, unknown):

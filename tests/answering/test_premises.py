@@ -51,3 +51,12 @@ def test_a_stem_of_six_letters_is_shared_either_way():
 def test_a_sentence_that_states_a_rule_and_grants_another_keeps_their_order():
     q = "RFC 9110 requires a Location header, since a 202 must point at a monitor. Which URL?"
     assert premises(q) == (("location", "header"), ("202", "point", "monitor"))
+
+
+def test_a_premise_stands_only_on_claims_that_say_its_numbers():
+    capped = (("cookie", "name", "32", "character"),)
+    assert unsupported_premise(capped, {"cookie", "name", "character"}) == ("32",)  # three of four, not the 32
+    assert unsupported_premise(capped, {"cookie", "name", "32"}) == ()  # the number said: it stands
+    assert unsupported_premise((("redirect", "five", "hop"),), {"redirect", "hop"}) == ("five",)  # in words
+    assert unsupported_premise((("redirect", "five"),), {"redirect", "five"}) == ()
+    assert unsupported_premise((("http", "1.1", "chunk", "size"),), {"chunk", "size", "http"}) == ()  # a version
