@@ -147,7 +147,9 @@ def measure_once(root: Path) -> dict[str, Any]:
             row = {"status": status, "error": error, "retry_after": retry_after}
             if not seen or seen[-1] != row:
                 seen.append(row)  # one row per kind of reply, in order
-            if status != 503 or error != "embedder_loading":
+            # Asked again after Retry-After: the model still loading, or (on a busy host) a cold
+            # first answer abandoned past its deadline, as tools/loadtest's ask_ready does.
+            if status != 503 or error not in ("embedder_loading", "abandoned"):
                 answered_s = time.monotonic() - asked
                 break
             time.sleep(float(retry_after or 1))
