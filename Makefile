@@ -81,6 +81,7 @@ measure: $(STAMP)
 	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-9.yaml --write
 	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-10.yaml --write
 	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-11.yaml --write
+	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-12.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-2.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-3.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-4.yaml --write
@@ -91,6 +92,7 @@ measure: $(STAMP)
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-9.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-10.yaml --write
 	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-11.yaml --write
+	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-12.yaml --write
 	$(BIN)/python -m tools.readme
 
 # Mutation testing of the contract's rules (eval/mutation.yaml): writes eval/results/mutation.json,

@@ -224,13 +224,14 @@ def _project_held_out(root: Path, title: str) -> list[str]:
         a, u = s["answerable"], s["unanswerable"]
         k = next(key for key in a if key.startswith("recall@") and key not in ("recall@1", "recall@5"))
         n, m = len(u["answered_grounded"]), u["questions"]
-        # Each set is opened once; rules changed after it are checked against it, so only the newest is unseen.
+        # Each set is opened once; rules changed after it are checked against it, so only the newest
+        # is bold. An older one outside the fit is still unseen by it (its ADR says on which rules).
         if not s["sealed"]:
             shown = f"`{name}` (NOT the committed file)"
         elif s.get("development"):
             shown = f"`{name}` (opened before; the relevance fit learns from it since, in sample)"
         elif n_report < len(reports) - 1:
-            shown = f"`{name}` (opened before, a development set since)"
+            shown = f"sealed, `{name}` (opened before; not in the fit)"
         else:
             shown = f"**sealed, `{name}`**"
         lines.append(
