@@ -9,9 +9,10 @@ words that name what it is asked about, apart from the engineer's own situation 
 - **Answer type.** Each question asked is classified (``classify``). An answer stands only if,
   for every type asked for, a kept claim that mentions the question's focus holds an instance
   of it (``missing_types``): a digit or a number word that gives a quantity for ``number`` (not
-  "one or more", a list item's "1." or a status code written as one), a three-digit status code
-  for ``status_code``, a name shaped like a protocol element for ``name``, one of the options
-  offered for ``choice``. ``yes_no``, ``procedure``, ``definition`` and ``other`` are satisfied
+  "one or more", a list item's "1." or a status code written as one; in the unit asked for, and
+  beside what a "how many" counts: "how many bits" is not answered by "4096 bytes"), a
+  three-digit status code for ``status_code``, a name shaped like a protocol element for
+  ``name``, one of the options offered for ``choice``. ``yes_no``, ``procedure``, ``definition`` and ``other`` are satisfied
   by any claim.
 - **Unknown subject.** A focus word that English rarely uses (Zipf frequency below
   ``RARE_ZIPF``), that is no number, host or path, and that no answering section of the corpus
@@ -19,7 +20,9 @@ words that name what it is asked about, apart from the engineer's own situation 
   cover, whatever its shape ("hpack", "jwt", "Brotli"). So does a capitalised word that does not
   open its sentence ("Do Safari and Chrome ...?"), an element named by its kind that the corpus
   never names so ("the immutable directive"), a capitalised name of two words
-  ("JSON Pointer") or a name with a version ("TLS 1.3") that no answering section contains.
+  ("JSON Pointer") or a name with a version ("TLS 1.3") that no answering section contains,
+  and an element the scenario names by its kind when an asking sentence refers back to it
+  ("... in a Sunset response header. What format does that header use?").
   The question is refused, naming it.
 - **Focus.** An answer none of whose kept claims (or the titles of the sections they cite)
   mentions a focus word does not stand.
