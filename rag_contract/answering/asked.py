@@ -12,8 +12,8 @@ words that name what it is asked about, apart from the engineer's own situation 
   "one or more", a list item's "1." or a status code written as one; in the unit asked for, and
   beside what a "how many" counts: "how many bits" is not answered by "4096 bytes"), a
   three-digit status code for ``status_code``, a name shaped like a protocol element for
-  ``name``, one of the options offered for ``choice``. ``yes_no``, ``procedure``, ``definition`` and ``other`` are satisfied
-  by any claim.
+  ``name``, one of the options offered for ``choice``. ``yes_no``, ``procedure``,
+  ``definition`` and ``other`` are satisfied by any claim.
 - **Unknown subject.** A focus word that English rarely uses (Zipf frequency below
   ``RARE_ZIPF``), that is no number, host or path, and that no answering section of the corpus
   contains (nor a word sharing its stem, ``text.lexicon``) names something the corpus does not
