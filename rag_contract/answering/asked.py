@@ -168,6 +168,11 @@ _SCENARIO_NAME = re.compile(
 )
 
 
+def _scenario_sentences(question: str, asking: Sequence[str]) -> list[str]:
+    """The question's sentences that ask nothing (``asking``: its interrogatives)."""
+    return [s for s in _SENTENCE_END.split(question.strip()) if s.strip() not in asking]
+
+
 def focus(question: str) -> tuple[str, ...]:
     """The content words of the asking sentences, scenario and asking words left out, then the
     names the other sentences use (an asking sentence often refers back to them), in order."""
@@ -175,10 +180,9 @@ def focus(question: str) -> tuple[str, ...]:
     words: dict[str, None] = {}
     for sentence in asking:
         words.update(dict.fromkeys(w for w in content_words(_scenario_free(sentence)) if w not in _ASKING))
-    for sentence in _SENTENCE_END.split(question.strip()):
-        if sentence.strip() not in asking:
-            for m in _SCENARIO_NAME.finditer(_scenario_free(sentence)):
-                words.update(dict.fromkeys(content_words(m.group(0))))
+    for sentence in _scenario_sentences(question, asking):
+        for m in _SCENARIO_NAME.finditer(_scenario_free(sentence)):
+            words.update(dict.fromkeys(content_words(m.group(0))))
     return tuple(words)
 
 
@@ -370,19 +374,26 @@ _UNITS = {
     "size": r"bytes?|octets?|bits?|characters?|chars|kilobytes?|megabytes?|gigabytes?|[kmg]i?b",
 }
 _ASKED_IN = {m: re.compile(rf"\b(?:{u})\b", re.IGNORECASE) for m, u in _UNITS.items()}
-# A measure: a number (digits or a number word) and, at most two words on, a unit of it.
+# A number's start: digits not inside a name, a version or a reference, or a number word.
+_A_NUMBER = rf"(?:(?<![\w.#/])\d[\d,.]*|\b(?:{'|'.join(sorted(NUMBER_WORDS))}))"
+# A measure: a number and, at most two words on, a unit of it.
 _MEASURED = {
     m: re.compile(
-        rf"(?:(?<![\w.#/])\d[\d,.]*|\b(?:{'|'.join(sorted(NUMBER_WORDS))}))\s*(?:[\w-]+\s+){{0,2}}?(?:{u})\b",
+        rf"{_A_NUMBER}\s*(?:[\w-]+\s+){{0,2}}?(?:{u})\b",
         re.IGNORECASE,
     )
     for m, u in _UNITS.items()
 }
 
 
+def _asking_a_number(question: str) -> list[str]:
+    """The clauses of the asking sentences that ask for a number."""
+    return [c for s in interrogatives(question) for c in clauses(s) if clause_type(c) is AnswerType.NUMBER]
+
+
 def units(question: str) -> tuple[str, ...]:
     """The measures the number-asking questions name a unit of ("How many seconds ...?": time)."""
-    asked = [c for s in interrogatives(question) for c in clauses(s) if clause_type(c) is AnswerType.NUMBER]
+    asked = _asking_a_number(question)
     return tuple(m for m, pattern in _ASKED_IN.items() if any(pattern.search(c) for c in asked))
 
 
@@ -403,15 +414,15 @@ _COUNTED = re.compile(
 # Bits stay counted: "at least 4096 bytes" is a size, and no count of bits.
 _NOT_COUNTED = re.compile(rf"^(?!bits?$)(?:{_UNITS['time']}|{_UNITS['size']}|times)$", re.IGNORECASE)
 COUNTED_WITHIN = 5  # words between a number and what it counts: "three digits after the decimal point"
-_QUANTITY_WORD = rf"(?:(?<![\w.#/])\d[\d,.]*|\b(?:{'|'.join(sorted(NUMBER_WORDS))}))\b"
+_QUANTITY_WORD = rf"{_A_NUMBER}\b"
+_NEAR = rf"(?:\W+\w+){{0,{COUNTED_WITHIN}}}?\W+"
 
 
 def counted(question: str) -> tuple[str, ...]:
     """The words of what the number-asking questions count, when it is no unit ("How many bits
     ...?": bits; "How many decimal places ...?": decimal, places), in order."""
-    asked = [c for s in interrogatives(question) for c in clauses(s) if clause_type(c) is AnswerType.NUMBER]
     out: list[str] = []
-    for clause in asked:
+    for clause in _asking_a_number(question):
         for m in _COUNTED.finditer(clause):
             words = (m.group(1) or m.group(2)).lower().split()
             if not _NOT_COUNTED.match(words[-1]):
@@ -426,9 +437,8 @@ def counts(text: str, things: Sequence[str]) -> bool:
     text = _NO_QUANTITY.sub(" ", without_references(text))
     for thing in things:
         stem = re.escape(re.sub(r"(?:ies|es|s)$", "", thing)[:STEM])
-        near = rf"(?:\W+\w+){{0,{COUNTED_WITHIN}}}?\W+"
         # the thing may sit inside a longer word: "max_files=1000", "128-bit"
-        if re.search(rf"{_QUANTITY_WORD}{near}\w*{stem}|{stem}\w*{near}{_QUANTITY_WORD}", text, re.IGNORECASE):
+        if re.search(rf"{_QUANTITY_WORD}{_NEAR}\w*{stem}|{stem}\w*{_NEAR}{_QUANTITY_WORD}", text, re.IGNORECASE):
             return True
     return False
 
@@ -541,10 +551,9 @@ def _referred_back(question: str, corpus: Lexicon) -> list[str]:
     kinds = {m.group(1).lower() for s in asking for m in _REFERS_BACK.finditer(s)}
     if not kinds:
         return []
-    scenario = [s for s in _SENTENCE_END.split(question.strip()) if s.strip() not in asking]
     return [
         m.group(1)
-        for s in scenario
+        for s in _scenario_sentences(question, asking)
         for m in _SCENARIO_KIND.finditer(_scenario_free(s))
         if m.group(2).lower() in kinds and not corpus.names(m.group(1), m.group(2))
     ]
