@@ -26,6 +26,7 @@ from rag_contract.answering.asked import (
     numbers,
     options,
     quantities,
+    sentences,
     units,
     unknown_subjects,
     unmentioned_focus,
@@ -59,6 +60,13 @@ def frequency(word: str) -> float:
 
 
 # --- sentences and clauses ----------------------------------------------------------------------
+
+
+def test_sentences_drop_the_words_that_only_lead_in():
+    q = "  Our CDN caches pages.  So which header decides? And how long is it kept?  "
+    assert sentences(q) == ["Our CDN caches pages.", "which header decides?", "how long is it kept?"]
+    assert sentences("See e.g. example.com for it?") == ["See e.g. example.com for it?"]
+    assert sentences("   ") == []
 
 
 def test_interrogatives_are_the_sentences_that_ask():
