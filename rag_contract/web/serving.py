@@ -410,7 +410,8 @@ def serve(
     instance), else in memory, per process: with ``workers > 1`` and no redis, each worker
     grants the full allowance on its own. ``proxy_headers`` is off: uvicorn would otherwise
     rewrite the client address from X-Forwarded-For, and the rate limiter alone decides
-    which of those entries to trust (``rate_limit.trusted_proxy_hops``).
+    which of those entries to trust (``rate_limit.trusted_proxy_hops``). The event loop is
+    uvloop's, in every worker.
 
     Traces, metrics and the access log are read from the environment here
     (``observability.settings``: a malformed value stops the start, naming it) and in every
@@ -432,6 +433,7 @@ def serve(
         server_header=False,
         access_log=False,  # never the question text in a log line (see above)
         http=HeaderDeadlineH11Protocol,  # a deadline on each request's headers (slow_clients.py)
+        loop="uvloop",  # under a flood of clients asyncio's own loop took the answers' share (ADR 0001)
     )
     with metrics_endpoint(settings, workers) as metrics_registry:
         if workers <= 1:

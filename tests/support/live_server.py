@@ -52,6 +52,7 @@ def running(app, *, lifespan: str = "on", **config: Any) -> Iterator[LiveServer]
         proxy_headers=False,
         server_header=False,
         access_log=False,
+        loop="uvloop",  # as ``serve`` runs it
         **config,
     )
     server = uvicorn.Server(uvicorn_config)
