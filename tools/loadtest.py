@@ -987,7 +987,7 @@ def render_ask(ask: Mapping[str, Any]) -> list[str]:
     served = ask.get("served", "batched")  # reports from before the key was written served batched
     for name, entry in ask["configs"].items():
         batch = entry.get("batching", {}).get("max_batch")
-        label = ASK_LABELS.get(name, name) if name == "unbatched" or batch is None else f"batched (max_batch {batch})"
+        label = ASK_LABELS.get(name, name) if batch is None else f"{name} (max_batch {batch})"
         label += " (served)" if name == served else ""
         for n, lv in entry["levels"].items():
             lines.append(

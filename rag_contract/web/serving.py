@@ -74,6 +74,8 @@ WORKER_APP = "rag_contract.web.serving:served_app_from_env"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 # What an /ask that finds the model loading is told to wait: the load takes ~0.5 s on 2 cores.
 EMBEDDER_RETRY_AFTER_S = 1
+# uvicorn's event loop; under a flood of clients asyncio's own loop took the answers' share (ADR 0001)
+EVENT_LOOP = "uvloop"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -433,7 +435,7 @@ def serve(
         server_header=False,
         access_log=False,  # never the question text in a log line (see above)
         http=HeaderDeadlineH11Protocol,  # a deadline on each request's headers (slow_clients.py)
-        loop="uvloop",  # under a flood of clients asyncio's own loop took the answers' share (ADR 0001)
+        loop=EVENT_LOOP,
     )
     with metrics_endpoint(settings, workers) as metrics_registry:
         if workers <= 1:

@@ -24,6 +24,8 @@ import httpx
 import pytest
 import uvicorn
 
+from rag_contract.web.serving import EVENT_LOOP
+
 _STARTUP_TIMEOUT_S = 20.0
 
 
@@ -52,7 +54,7 @@ def running(app, *, lifespan: str = "on", **config: Any) -> Iterator[LiveServer]
         proxy_headers=False,
         server_header=False,
         access_log=False,
-        loop="uvloop",  # as ``serve`` runs it
+        loop=EVENT_LOOP,  # as ``serve`` runs it
         **config,
     )
     server = uvicorn.Server(uvicorn_config)

@@ -52,6 +52,12 @@ def test_serve_serves_the_project_root_names(other_root, uvicorn_runs, elsewhere
     assert r.status_code == 413 and f"limit is {MARK_CHARS}" in r.json()["detail"]
 
 
+def test_serve_runs_on_uvloop(root, uvicorn_runs):
+    # asyncio's own loop let a flood of clients take the answers' share of the cores (ADR 0001)
+    serving.serve(port=0, root=root)
+    assert uvicorn_runs[0][1]["loop"] == "uvloop"
+
+
 def test_every_worker_builds_the_app_of_the_same_root(other_root, monkeypatch):
     assert uvicorn.importer.import_from_string(serving.WORKER_APP) is serving.served_app_from_env
     monkeypatch.setenv(serving.ROOT_ENV, str(other_root))

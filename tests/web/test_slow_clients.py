@@ -105,14 +105,6 @@ def test_serve_runs_uvicorn_with_the_header_deadline(monkeypatch, root):
     assert runs and runs[0]["http"] is HeaderDeadlineH11Protocol
 
 
-def test_serve_runs_on_uvloop(monkeypatch, root):
-    # asyncio's own loop let a flood of clients take the answers' share of the cores (ADR 0001)
-    runs: list[dict] = []
-    monkeypatch.setattr(serving.uvicorn, "run", lambda app, **kw: runs.append(kw))
-    serving.serve(port=0, root=root)
-    assert runs and runs[0]["loop"] == "uvloop"
-
-
 @pytest.mark.parametrize("env", [{}, {"RAG_CONTRACT_ACCESS_LOG": "1"}], ids=["default", "access-log-on"])
 def test_serve_never_turns_on_uvicorns_access_line(monkeypatch, root, env):
     # uvicorn's line prints the path with its query: GET /ask?q=<the question>.
