@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 
 from rag_contract.cli import main
 from rag_contract.web import serving
+from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 from tools.project_copy import copy_project, edit_thresholds
 
 MARK_CHARS = 123  # a max_question_chars only the copy has
@@ -56,6 +57,21 @@ def test_serve_runs_on_uvloop(root, uvicorn_runs):
     # asyncio's own loop let a flood of clients take the answers' share of the cores (ADR 0001)
     serving.serve(port=0, root=root)
     assert uvicorn_runs[0][1]["loop"] == "uvloop"
+
+
+def test_serve_runs_uvicorn_with_the_header_deadline(root, uvicorn_runs):
+    serving.serve(port=0, root=root)
+    assert uvicorn_runs[0][1]["http"] is HeaderDeadlineH11Protocol
+
+
+@pytest.mark.parametrize("env", [{}, {"RAG_CONTRACT_ACCESS_LOG": "1"}], ids=["default", "access-log-on"])
+def test_serve_never_turns_on_uvicorns_access_line(monkeypatch, root, uvicorn_runs, env):
+    # uvicorn's line prints the path with its query: GET /ask?q=<the question>.
+    monkeypatch.delenv("RAG_CONTRACT_ACCESS_LOG", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    serving.serve(port=0, root=root)
+    assert uvicorn_runs[0][1]["access_log"] is False
 
 
 def test_every_worker_builds_the_app_of_the_same_root(other_root, monkeypatch):

@@ -15,7 +15,6 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from rag_contract.index.registry import Registry
-from rag_contract.web import serving
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 from tests.support.apps import make_app
 
@@ -96,22 +95,3 @@ def test_a_body_that_never_arrives_gets_408_within_the_bound(project, index, tmp
         assert reply.startswith(b"HTTP/1.1 408 "), reply[:80]
         assert b'"reason":"body_timeout"' in reply and b"connection: close" in reply.lower()
         assert BOUND_S * 0.9 <= seconds < BOUND_S + SLACK_S
-
-
-def test_serve_runs_uvicorn_with_the_header_deadline(monkeypatch, root):
-    runs: list[dict] = []
-    monkeypatch.setattr(serving.uvicorn, "run", lambda app, **kw: runs.append(kw))
-    serving.serve(port=0, root=root)
-    assert runs and runs[0]["http"] is HeaderDeadlineH11Protocol
-
-
-@pytest.mark.parametrize("env", [{}, {"RAG_CONTRACT_ACCESS_LOG": "1"}], ids=["default", "access-log-on"])
-def test_serve_never_turns_on_uvicorns_access_line(monkeypatch, root, env):
-    # uvicorn's line prints the path with its query: GET /ask?q=<the question>.
-    monkeypatch.delenv("RAG_CONTRACT_ACCESS_LOG", raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    runs: list[dict] = []
-    monkeypatch.setattr(serving.uvicorn, "run", lambda app, **kw: runs.append(kw))
-    serving.serve(port=0, root=root)
-    assert runs and runs[0]["access_log"] is False
