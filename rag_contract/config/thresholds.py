@@ -136,6 +136,7 @@ class AdmissionConfig:
     max_queued: int
     max_queue_wait_ms: float
     retry_after_s: int
+    refusals_per_s: float  # sheds sent per second at most, each held until its turn (web/refusal_pacing.py)
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,7 @@ _SCHEMA: dict[str, Any] = {
         "max_queued": (int, _between(0, 1024)),
         "max_queue_wait_ms": (_NUMBER, _positive),
         "retry_after_s": (int, _up_to(3600)),
+        "refusals_per_s": (_NUMBER, _between(0.0, 100_000.0)),
     },
     "batching": {
         "max_batch": (int, _up_to(64)),
@@ -426,7 +428,11 @@ def parse_thresholds(raw: Any) -> Thresholds:
         rate_limit=RateLimitConfig(**block["rate_limit"]),
         ask=AskConfig(**block["ask"]),
         admission=AdmissionConfig(
-            **{**block["admission"], "max_queue_wait_ms": float(block["admission"]["max_queue_wait_ms"])}
+            **{
+                **block["admission"],
+                "max_queue_wait_ms": float(block["admission"]["max_queue_wait_ms"]),
+                "refusals_per_s": float(block["admission"]["refusals_per_s"]),
+            }
         ),
         batching=BatchingConfig(
             max_batch=block["batching"]["max_batch"], max_wait_ms=float(block["batching"]["max_wait_ms"])

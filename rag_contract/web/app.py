@@ -21,8 +21,10 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
   content type is checked and the body read with a ceiling (``read_bounded``) before
   anything is buffered: an oversized body is refused on its ``Content-Length`` or as soon as
   the bytes received pass the limit, and the connection is closed. A valid question is then
-  admitted (``admission.py``: an in-flight cap and a short queue) or shed at once: 503
-  ``overloaded`` with ``Retry-After``. ``GET /ask?q=`` is screened and admitted the same way.
+  admitted (``admission.py``: an in-flight cap and a short queue) or shed: 503 ``overloaded``
+  with ``Retry-After``, sent in its turn (``refusal_pacing.py``: at most
+  ``admission.refusals_per_s`` a second, none held past its ``Retry-After``). ``GET /ask?q=``
+  is screened, admitted and shed the same way.
   An abandoned answer's 503 carries ``Retry-After`` too (a deadline spent is load, not a fault).
   A body that has not all arrived within ``BODY_TIMEOUT_S`` is a 408 (``slow_clients.py``).
 - ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
@@ -72,7 +74,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -115,6 +116,7 @@ from rag_contract.web.direct_route import DirectRoute
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
+from rag_contract.web.refusal_pacing import RefusalPacing
 from rag_contract.web.slash_redirect import relative_slash_redirects
 from rag_contract.web.slow_clients import BODY_TIMEOUT_S
 from rag_contract.web.validators import CACHE_CONTROL, conditional_status, entity_tag
@@ -469,9 +471,11 @@ def _retry_after(seconds: int) -> dict[str, str]:
     return {"Retry-After": str(seconds)}
 
 
-def _shed(request: Request, shed: Shed, extra: dict[str, str] | None = None) -> Response:
-    """The 503 for a request admission control refused, noted for the observer."""
+async def _shed(request: Request, shed: Shed, extra: dict[str, str] | None = None) -> Response:
+    """The 503 for a request admission control refused, noted for the observer, sent in its turn
+    (``refusal_pacing.py``)."""
     mark_shed(request.scope, shed.reason)
+    await _web(request).refusals.pace()
     return _json(shed.as_dict(), 503, extra=_retry_after(shed.retry_after_s) | (extra or {}))
 
 
@@ -510,6 +514,7 @@ class WebState:
     questions_body: bytes  # GET /questions: constant for the process, encoded once
     questions_tag: str
     admission: Admission  # free-text answers in flight and queued (POST /ask, GET /ask?q=)
+    refusals: RefusalPacing  # when each of admission's sheds is sent
     body_timeout_s: float  # POST /ask: the whole body within this, else 408 (slow_clients.py)
     ask_ready: Callable[[Index], object]  # GET /health/ready: raises EmbedderLoading while it loads
 
@@ -647,7 +652,7 @@ async def post_ask(request: Request) -> Response:
     if (shed := web.admission.refusal_now()) is not None:
         # Overloaded: refuse before reading, parsing and screening a body that would be refused
         # anyway; the unread body means the connection closes.
-        return _shed(request, shed, {"Connection": "close"})
+        return await _shed(request, shed, {"Connection": "close"})
     try:
         require_json(request.headers.get("content-type"))
         try:
@@ -668,7 +673,7 @@ async def post_ask(request: Request) -> Response:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
-        return _shed(request, exc)
+        return await _shed(request, exc)
     note(request.scope, outcome)
     return _json(outcome.as_dict(), outcome.http_status, outcome.index_version, _retry(web, outcome))
 
@@ -699,6 +704,7 @@ async def _ask_page(request: Request) -> Response:
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
         mark_shed(request.scope, exc.reason)
+        await web.refusals.pace()
         asked = question[: web.max_question_chars]
         return _page(web, "ask.html", 503, headers=_retry_after(exc.retry_after_s), asked=asked, error=exc.as_dict())
     note(request.scope, outcome)
@@ -880,7 +886,7 @@ def create_app(
     ``ask_ready`` (optional; default: always ready) is what ``/health/ready`` asks of the
     served index: it raises ``EmbedderLoading`` while free text cannot be embedded yet.
     """
-    rl = thresholds.rate_limit
+    rl, a = thresholds.rate_limit, thresholds.admission
     qbody = questions_body(questions)
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
     app = Starlette(
@@ -916,7 +922,8 @@ def create_app(
         presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars, about),
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
-        admission=Admission(AdmissionLimits(**dataclasses.asdict(thresholds.admission))),
+        admission=Admission(AdmissionLimits(a.max_in_flight, a.max_queued, a.max_queue_wait_ms, a.retry_after_s)),
+        refusals=RefusalPacing(a.refusals_per_s, max_hold_s=a.retry_after_s),
         body_timeout_s=BODY_TIMEOUT_S,
         ask_ready=ask_ready or (lambda index: None),
     )

@@ -68,7 +68,13 @@ BASE: dict[str, Any] = {
     },
     "rate_limit": {"max_requests_per_minute": 60, "max_client_burst": 10, "trusted_proxy_hops": 0},
     "ask": {"max_question_chars": 300},
-    "admission": {"max_in_flight": 2, "max_queued": 4, "max_queue_wait_ms": 50.0, "retry_after_s": 1},
+    "admission": {
+        "max_in_flight": 2,
+        "max_queued": 4,
+        "max_queue_wait_ms": 50.0,
+        "retry_after_s": 1,
+        "refusals_per_s": 0,
+    },
     "batching": {"max_batch": 2, "max_wait_ms": 4},
 }
 

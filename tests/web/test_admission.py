@@ -255,7 +255,9 @@ def test_64_concurrent_asks_are_answered_or_shed_with_retry_after_and_none_is_ab
 
 def test_without_the_cap_the_same_storm_abandons_answers(project, index, tmp_path, embedder, live_server):
     # The check above turning red: every client admitted at once, each answer runs ~64x slower.
-    unbounded = AdmissionConfig(max_in_flight=CLIENTS, max_queued=0, max_queue_wait_ms=1.0, retry_after_s=1)
+    unbounded = AdmissionConfig(
+        max_in_flight=CLIENTS, max_queued=0, max_queue_wait_ms=1.0, retry_after_s=1, refusals_per_s=0.0
+    )
     replies, peak = storm(project, index, tmp_path, embedder, live_server, unbounded)
     assert peak > project.thresholds.admission.max_in_flight
     assert any(r.status_code == 503 and r.body["error"] == "abandoned" for r in replies)
