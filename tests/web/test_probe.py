@@ -37,6 +37,7 @@ STORM = {
     "server_queue_wait_ms": {"p50": 50.5, "p99": 52.0, "max": 52.0},
     "server_shed_lines": 58,
     "shed_with_retry_after": 58,
+    "refusals_per_s": 0.0,
     "answered_ms_p50": 80.0,
 }
 MEMORY = {"identities": 100_000, "buckets": 50_000, "max_buckets": 50_000, "bytes": 16_800_000}
@@ -66,6 +67,12 @@ def test_the_goals_are_read_from_the_rows_and_each_turns_red():
     assert probe.goals(rows(STORM | {"abandoned": 1}), totals())["abandoned_of_64"]["met"] is False
     slow = STORM | {"server_shed_ms": {"p50": 1.0, "p99": 4.0, "max": 5.0}}
     assert probe.goals(rows(slow), totals())["shed_ms_with_retry_after"]["met"] is False
+    # Paced: the 58th shed of a burst may wait 57 turns of 2.5 ms, and no more than 5 ms past them.
+    paced = STORM | {"refusals_per_s": 400.0}
+    in_turn = paced | {"server_shed_ms": {"p50": 70.0, "p99": 140.0, "max": 147.4}}
+    assert probe.goals(rows(in_turn), totals())["shed_ms_with_retry_after"]["met"] is True
+    late = paced | {"server_shed_ms": {"p50": 70.0, "p99": 140.0, "max": 147.5}}
+    assert probe.goals(rows(late), totals())["shed_ms_with_retry_after"]["met"] is False
     unlogged = STORM | {"server_shed_lines": 57}  # a shed reply the server's log does not time
     assert probe.goals(rows(unlogged), totals())["shed_ms_with_retry_after"]["met"] is False
     bare = STORM | {"shed_with_retry_after": 57}
