@@ -370,7 +370,7 @@ def cmd_adapt(args) -> int:
     project = _project(args)
     chosen = (("epochs", args.epochs), ("lr", args.lr), ("negatives", args.negatives))
     settings = Settings(**{k: v for k, v in chosen if v is not None})
-    kinds = tuple(args.pairs.split(",")) if args.pairs else adapt.KINDS
+    kinds = tuple(args.pairs.split(",")) if args.pairs else adapt.DEFAULT_KINDS
     extra: list = []
     if args.development:
         config = load_calibration(project.paths.calibration, project.paths.root)
@@ -595,7 +595,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--epochs", type=int, help="default 1")
     s.add_argument("--lr", type=float, help="default 2e-5")
-    s.add_argument("--pairs", help="pair kinds, comma-separated (default heading,cloze,question)")
+    s.add_argument(
+        "--pairs",
+        help="pair kinds, comma-separated, of heading,cloze,question,definition (default heading,cloze,question)",
+    )
     s.add_argument("--negatives", choices=NEGATIVES, help="hard negatives for question pairs (default none)")
     s.add_argument("--out", help="with --folds: write the legs here instead")
     s.add_argument(

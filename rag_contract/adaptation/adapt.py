@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rag_contract.adaptation.export import ExportCheck, export, sha256
-from rag_contract.adaptation.pairs import KINDS, Pair, fold_questions, training_pairs
+from rag_contract.adaptation.pairs import DEFAULT_KINDS, KINDS, Pair, fold_questions, training_pairs
 from rag_contract.adaptation.training import DEFAULTS, Settings, Trained, base_weights_path, train
 from rag_contract.config.questions import Question
 from rag_contract.corpus.chunking import chunk_sections
@@ -39,7 +39,7 @@ from rag_contract.retrieval.ranking import vector_legs
 Progress = Callable[[str], None]
 
 
-__all__ = ["KINDS", "AdaptError", "adapt_folds", "adapt_serving"]
+__all__ = ["DEFAULT_KINDS", "KINDS", "AdaptError", "adapt_folds", "adapt_serving"]
 
 
 class AdaptError(ValueError):
@@ -77,7 +77,7 @@ def _pairs_record(pairs: Sequence[Pair]) -> dict[str, int]:
 def adapt_serving(
     project: Project,
     settings: Settings = DEFAULTS,
-    kinds: Sequence[str] = KINDS,
+    kinds: Sequence[str] = DEFAULT_KINDS,
     progress: Progress | None = None,
     extra: Sequence[Question] = (),
 ) -> dict:
@@ -119,7 +119,7 @@ def adapt_folds(
     index: Index,
     assignment: Mapping[str, int],
     settings: Settings = DEFAULTS,
-    kinds: Sequence[str] = KINDS,
+    kinds: Sequence[str] = DEFAULT_KINDS,
     progress: Progress | None = None,
     out: Path | None = None,
     only: Sequence[int] = (),

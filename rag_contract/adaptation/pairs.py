@@ -12,6 +12,11 @@ another pair of the same section as a negative. Built from ``Section`` ids, titl
   choice is the same on every machine and does not move when another chunk changes;
 - ``question``: a committed answerable question -> each chunk of each expected section,
   title-prefixed. Only the questions passed in are used: a fold passes its training questions.
+- ``definition`` (not in the default kinds): a term the corpus defines -> the chunk that defines
+  it, title-prefixed. A definition is a sentence that opens on a quoted term and says what it is
+  ('A "proxy" is ...', 'The term "user agent" refers to ...') or names one ('... uses the term
+  "target URI" to refer to ...'); straight, curly and back quotes all count, so Markdown's
+  inline code defines too.
 
 ``with_lexical_negatives`` gives each question pair a hard negative, as DPR trains with BM25
 negatives: the chunk BM25 ranks first for the question among the sections it does not expect
@@ -27,6 +32,7 @@ Everything here is plain Python: the rules are tested without torch.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -37,7 +43,8 @@ from rag_contract.corpus.sentences import sentences
 from rag_contract.corpus.sources import Section
 from rag_contract.retrieval.lexical import Lexical
 
-KINDS = ("heading", "cloze", "question")
+KINDS = ("heading", "cloze", "question", "definition")
+DEFAULT_KINDS = ("heading", "cloze", "question")  # the kept recipe (ADR 0006)
 # hard negatives for question pairs: none beyond the batch, BM25's, or a sibling section's chunk
 NEGATIVES = ("none", "lexical", "sibling")
 CLOZE_MIN_WORDS = 6  # shorter sentences (list items, ABNF fragments) say too little to find their chunk
@@ -102,6 +109,30 @@ def cloze_pairs(sections: Sequence[Section], chunks: Sequence[Chunk]) -> list[Pa
         context = " ".join(s for s in sentences(c.text) if s != sentence)
         out.append(Pair("cloze", sentence, _titled(known[c.section_id].title, context), c.section_id))
     return out
+
+
+_QUOTED = r'(?:"([^"\n]{2,40})"|\u201c([^\u201d\n]{2,40})\u201d|`([^`\n]{2,40})`)'
+_DEFINES = re.compile(
+    # 'A "proxy" is', 'The term "user agent" refers to', '"Cookie" means', 'An "origin server" (also ...) is'
+    r"(?:^|\b(?:an?|the|terms?)\s+)" + _QUOTED + r"(?:\s+\([^)]*\))?\s*,?\s+(?:is|are|means|refers\s+to)\b"
+    r"|\buses?\s+the\s+term\s+" + _QUOTED + r"\s+to\s+(?:refer\s+to|mean)\b",
+    re.IGNORECASE,
+)
+
+
+def defined_terms(sentence: str) -> list[str]:
+    """The terms ``sentence`` defines (see the module docstring), in order; none for most."""
+    return [t for m in _DEFINES.finditer(sentence.strip()) for t in m.groups() if t]
+
+
+def definition_pairs(sections: Sequence[Section], chunks: Sequence[Chunk]) -> list[Pair]:
+    known = {s.id: s for s in sections}
+    return [
+        Pair("definition", term, _titled(known[c.section_id].title, c.text), c.section_id)
+        for c in chunks
+        for sentence in sentences(c.text)
+        for term in defined_terms(sentence)
+    ]
 
 
 def question_pairs(sections: Sequence[Section], chunks: Sequence[Chunk], questions: Iterable[Question]) -> list[Pair]:
@@ -194,7 +225,7 @@ def training_pairs(
     sections: Sequence[Section],
     params: ChunkParams,
     questions: Iterable[Question],
-    kinds: Sequence[str] = KINDS,
+    kinds: Sequence[str] = DEFAULT_KINDS,
     negatives: str = "none",
 ) -> list[Pair]:
     """The pairs of ``kinds`` over the corpus chunked by ``params``, in a fixed order; with
@@ -210,6 +241,8 @@ def training_pairs(
         out += heading_pairs(sections, chunks)
     if "cloze" in kinds:
         out += cloze_pairs(sections, chunks)
+    if "definition" in kinds:
+        out += definition_pairs(sections, chunks)
     if "question" in kinds:
         questions = list(questions)
         asked = question_pairs(sections, chunks, questions)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 from rag_contract.adaptation.pairs import (
-    KINDS,
+    DEFAULT_KINDS,
     ancestors,
     batches,
     cloze_pairs,
+    defined_terms,
+    definition_pairs,
     fold_questions,
     heading_path,
     negatives_mask,
@@ -91,7 +93,7 @@ def test_question_pairs_hold_only_the_questions_given_and_only_answerable_ones()
     assert all(p.positive == f"Freshness: {c.text}" for p, c in zip(pairs, freshness, strict=True))
     everything = training_pairs(SECTIONS, PARAMS, [train, refusal])
     assert held_out.question not in {p.anchor for p in everything}
-    assert {p.kind for p in everything} == set(KINDS)
+    assert {p.kind for p in everything} == set(DEFAULT_KINDS)
 
 
 def test_a_fold_trains_on_the_other_folds_and_every_development_question():
@@ -103,8 +105,36 @@ def test_a_fold_trains_on_the_other_folds_and_every_development_question():
 
 
 def test_an_unknown_pair_kind_is_refused_naming_it():
-    with pytest.raises(ValueError, match="definition"):
-        training_pairs(SECTIONS, PARAMS, [], kinds=("heading", "definition"))
+    with pytest.raises(ValueError, match="glossary"):
+        training_pairs(SECTIONS, PARAMS, [], kinds=("heading", "glossary"))
+
+
+@pytest.mark.parametrize(
+    "sentence, terms",
+    [
+        ('A "proxy" is a message-forwarding agent.', ["proxy"]),
+        ('In HTTP, the term "user agent" refers to any client program.', ["user agent"]),
+        ('An "origin server" (the last hop) is a program that answers.', ["origin server"]),
+        ('This specification uses the term "target URI" to refer to that URI.', ["target URI"]),
+        ("`TestClient` is a client for tests.", ["TestClient"]),
+        ("The \u201cshared cache\u201d is one used by many users.", ["shared cache"]),
+        ('The "Cookie" header field is sent by the user agent.', []),  # a quote, then no "is"
+        ('See "proxy" is a typo here.', []),  # the term must open the clause
+        ("A cache is a local store.", []),  # nothing quoted
+    ],
+)
+def test_a_definition_opens_on_a_quoted_term_that_it_says_is_something(sentence, terms):
+    assert defined_terms(sentence) == terms
+
+
+def test_definition_pairs_give_each_defined_term_its_titled_chunk():
+    sections = [*SECTIONS, Section("doc#2", "Terms", 'A "validator" is metadata a cache compares. ' + _prose("x", 1))]
+    chunks = chunk_sections(sections, PARAMS)
+    pairs = definition_pairs(sections, chunks)
+    assert [(p.kind, p.anchor, p.group) for p in pairs] == [("definition", "validator", "doc#2")]
+    assert pairs[0].positive.startswith('Terms: A "validator" is metadata')
+    assert training_pairs(sections, PARAMS, [], kinds=("definition",)) == pairs
+    assert not [p for p in training_pairs(sections, PARAMS, []) if p.kind == "definition"]  # not by default
 
 
 def test_batches_cover_every_pair_once_per_epoch_in_a_seeded_order():
