@@ -471,11 +471,16 @@ def _retry_after(seconds: int) -> dict[str, str]:
     return {"Retry-After": str(seconds)}
 
 
-async def _shed(request: Request, shed: Shed, extra: dict[str, str] | None = None) -> Response:
-    """The 503 for a request admission control refused, noted for the observer, sent in its turn
-    (``refusal_pacing.py``)."""
+async def _refusing(request: Request, shed: Shed) -> None:
+    """What precedes every 503 ``overloaded``, JSON or page: the shed noted for the observer,
+    then held until its turn (``refusal_pacing.py``)."""
     mark_shed(request.scope, shed.reason)
     await _web(request).refusals.pace()
+
+
+async def _shed(request: Request, shed: Shed, extra: dict[str, str] | None = None) -> Response:
+    """The JSON 503 for a request admission control refused."""
+    await _refusing(request, shed)
     return _json(shed.as_dict(), 503, extra=_retry_after(shed.retry_after_s) | (extra or {}))
 
 
@@ -703,8 +708,7 @@ async def _ask_page(request: Request) -> Response:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
     except Shed as exc:
-        mark_shed(request.scope, exc.reason)
-        await web.refusals.pace()
+        await _refusing(request, exc)
         asked = question[: web.max_question_chars]
         return _page(web, "ask.html", 503, headers=_retry_after(exc.retry_after_s), asked=asked, error=exc.as_dict())
     note(request.scope, outcome)
