@@ -112,6 +112,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "rfc-sealed-11.yaml",
         "rfc-sealed-12.yaml",
         "rfc-sealed-13.yaml",
+        "rfc-sealed-14.yaml",
     ]
     starlette = committed_hashes(root / "examples" / "starlette-docs" / "eval" / "sealed" / "SHA256SUMS")
     assert list(starlette) == [
@@ -127,6 +128,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "starlette-sealed-11.yaml",
         "starlette-sealed-12.yaml",
         "starlette-sealed-13.yaml",
+        "starlette-sealed-14.yaml",
     ]
     assert all(len(v) == 64 for v in [*sums.values(), *starlette.values()])
 
