@@ -33,6 +33,7 @@ from rag_contract.observability.settings import ObservabilityConfigError
 from rag_contract.openai_client import ClientConfigError
 from rag_contract.project import Paths, find_root, load_project, read_development, read_questions
 from rag_contract.quality.abstention import write_curve
+from rag_contract.quality.accuracy import line as accuracy_line
 from rag_contract.quality.adapted_folds import FoldLegsError
 from rag_contract.quality.agreement import agreement_report, load_annotations
 from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate, folds
@@ -258,7 +259,7 @@ def cmd_eval_answers(args) -> int:
             f"index {index.version} | grounded {report['grounded_rate']} of {report['answerable']} | "
             f"cites expected {report['expected_citation_rate']} | state agreement {report['state_agreement']} "
             f"of {report['refusals']} | answered unanswerable {report['answered_unanswerable']} | "
-            f"withdrawn {report['claims_withdrawn']} of {report['claims']}"
+            f"withdrawn {report['claims_withdrawn']} of {report['claims']} | {accuracy_line(report['accuracy'])}"
         )
     else:
         print(text, end="")
@@ -332,7 +333,8 @@ def cmd_held_out(args) -> int:
         f"{', a development set the fit learns from' if development else ''}): answerable {a['questions']}, "
         f"answered citing expected {a['answered_citing_expected']}, grounded citing expected "
         f"{a['grounded_citing_expected']}, r@1 {a['recall@1']} mrr {a['mrr']} | unanswerable {u['questions']}, "
-        f"answered grounded {len(u['answered_grounded'])} ({u['answered_grounded_rate']})"
+        f"answered grounded {len(u['answered_grounded'])} ({u['answered_grounded_rate']}) | "
+        f"{accuracy_line(report['accuracy'])}"
     )
     return 0
 
@@ -353,7 +355,7 @@ def cmd_calibrate(args) -> int:
             f"{name:11} | fused r@1={r['recall@1']:.3f} r@10={r['recall@10']:.3f} mrr={r['mrr']:.3f} | "
             f"grounded citing expected {a['grounded_citing_expected']:.3f} of {a['answerable']} | "
             f"state agreement {a['state_agreement']:.3f} of {a['refusals']} | "
-            f"unanswerable answered {len(a['answered_unanswerable'])}"
+            f"unanswerable answered {len(a['answered_unanswerable'])} | {accuracy_line(a['accuracy'])}"
         )
     return 0
 

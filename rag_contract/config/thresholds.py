@@ -6,7 +6,8 @@ broke. Unknown keys, missing keys and wrong types are refused, and so are combin
 cannot both hold:
 
 - a one-sided answer bar: ``min_grounded_rate`` without ``max_answered_unanswerable`` or the
-  reverse (a refuse-everything service passes the one, an answer-everything service the other);
+  reverse (a refuse-everything service passes the one, an answer-everything service the other),
+  and ``min_accuracy_when_answered`` without ``min_coverage`` and ``max_false_answer_rate``;
 - a gate latency bar above half the request deadline (a bar at the deadline is the deadline);
 - an allowance whose rate times the deadline exceeds a quarter of a process-minute (one
   client could then claim that much of the process);
@@ -97,11 +98,27 @@ class RelevanceConfig:
     refuse_below: float  # logit below: they do not address it (withdrawn); between: partial
 
 
+# The numeric answer bars, in the order the gate checks them.
+ANSWER_BAR_KEYS = (
+    "min_grounded_rate",
+    "max_answered_unanswerable",
+    "min_state_agreement",
+    "min_coverage",
+    "min_accuracy_when_answered",
+    "max_false_answer_rate",
+)
+
+
 @dataclass(frozen=True)
 class AnswerBars:
     min_grounded_rate: float | None
     max_answered_unanswerable: int | None
     min_state_agreement: float | None
+    # Accuracy from the annotated evidence (``quality.accuracy``): coverage of answerable questions,
+    # accuracy when answered, and the share of unanswerable ones answered at all.
+    min_coverage: float | None = None
+    min_accuracy_when_answered: float | None = None
+    max_false_answer_rate: float | None = None
     # Refusals measured landing more answered than annotated, each held at that state: a named,
     # committed exception that may not get worse and that the ratchet removes once it improves.
     known_overanswered: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -243,6 +260,9 @@ _SCHEMA: dict[str, Any] = {
         "min_grounded_rate": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
         "max_answered_unanswerable": (int, _between(0, 10_000), _OPTIONAL),
         "min_state_agreement": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+        "min_coverage": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+        "min_accuracy_when_answered": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+        "max_false_answer_rate": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
         "known_overanswered": "overanswered",
     },
     "budget": {
@@ -355,6 +375,11 @@ def check_rules(t: Thresholds) -> None:
         raise ThresholdsError(
             "answers.min_grounded_rate / answers.max_answered_unanswerable: set both or neither "
             "(either alone is passed by a service that refuses, or answers, everything)"
+        )
+    if a.min_accuracy_when_answered is not None and (a.min_coverage is None or a.max_false_answer_rate is None):
+        raise ThresholdsError(
+            "answers.min_accuracy_when_answered needs answers.min_coverage and answers.max_false_answer_rate "
+            "(accuracy alone is passed by a service that answers one question it is sure of)"
         )
     if t.index.chunk_overlap >= t.index.chunk_words:
         raise ThresholdsError(

@@ -63,6 +63,7 @@ from rag_contract.embedders.local import ADAPTED_NAME
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.project import Project, read_development
+from rag_contract.quality.accuracy import Outcome, accurate, figures
 from rag_contract.quality.adapted_folds import FOLDS_FILE, FoldLegs, fold_meta, load_fold_legs
 from rag_contract.quality.evaluation import lazy_embed, vectors_for
 from rag_contract.retrieval.ranking import section_columns, section_features
@@ -186,6 +187,7 @@ class Row:
     ceiling: str  # the best verdict the rules allow (``Relevance.ceiling``), whatever the logit
     all_kept: bool
     cites_expected: bool
+    accurate: bool = False  # a kept claim carries the question's evidence (``quality.accuracy``)
 
 
 def with_params(t: Thresholds, fusion: Mapping[str, float], lexical_weight: float, sections: int) -> Thresholds:
@@ -218,6 +220,7 @@ def answer_rows(
                 d.relevance.ceiling if d and d.relevance else OFF_TOPIC,
                 d is not None and len(kept) == len(d.verdicts),
                 q.answerable and any(v.claim.section_id in q.expected for v in kept),
+                q.answerable and accurate((v.claim.text for v in kept), q.evidence),
             )
         )
     return rows
@@ -390,6 +393,8 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
                 "in_sample_logit": in_logits[q.id],
                 "oof_cites_expected": oof_rows[q.id].cites_expected,
                 "in_sample_cites_expected": in_rows[q.id].cites_expected,
+                "oof_accurate": oof_rows[q.id].accurate,
+                "in_sample_accurate": in_rows[q.id].accurate,
                 **({"oof_rank": oof_ranks[q.id], "in_sample_rank": in_ranks[q.id]} if q.answerable else {}),
             }
             for q in questions
@@ -505,6 +510,7 @@ def _answers(qs: Sequence[Question], rows: Mapping[str, Row], states: Mapping[st
         "grounded": _rate(sum(states[q.id] == "grounded" for q in ans), len(ans)),
         "answered_unanswerable": [q.id for q in ref if states[q.id] == "grounded"],
         "state_agreement": _rate(sum(states[q.id] == q.expected_state for q in ref), len(ref)),
+        "accuracy": figures([Outcome(q.answerable, states[q.id], rows[q.id].accurate) for q in qs]),
     }
 
 

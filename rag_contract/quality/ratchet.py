@@ -6,8 +6,10 @@ Rules (the same ones the file's comments state):
   longer in the set loses its ceiling, a new one gains one;
 - retrieval floors sit ``FLOOR_SLACK_QUESTIONS`` questions below the measured figure, except
   ``recall@10`` (the eval window), which is pinned at the measured value;
-- answer bars: ``min_grounded_rate`` and ``min_state_agreement`` sit ``FLOOR_SLACK_QUESTIONS``
-  questions below the measured rate; ``max_answered_unanswerable`` is the measured count;
+- answer bars: ``min_grounded_rate``, ``min_state_agreement``, ``min_coverage`` and
+  ``min_accuracy_when_answered`` sit ``FLOOR_SLACK_QUESTIONS`` questions below the measured rate;
+  ``max_answered_unanswerable`` and ``max_false_answer_rate`` are the measured count and rate
+  (none of the accuracy bars where a rate has no denominator);
 - a refusal measured more answered than annotated is held at its measured state
   (``answers.known_overanswered.<uid>``); one that lands in or below its annotation has none.
 
@@ -22,7 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rag_contract.config.thresholds import Thresholds
+from rag_contract.config.thresholds import ANSWER_BAR_KEYS, Thresholds
 
 CEILING_SLACK = 2
 FLOOR_SLACK_QUESTIONS = 2
@@ -62,6 +64,12 @@ def measured_bars(retrieval: Mapping, answers: Mapping | None) -> dict[str, floa
         bars["answers.min_grounded_rate"] = _floor_below(answers["grounded_rate"], answers["answerable"])
         bars["answers.max_answered_unanswerable"] = answers["answered_unanswerable"]
         bars["answers.min_state_agreement"] = _floor_below(answers["state_agreement"], answers["refusals"])
+        acc = answers["accuracy"]
+        if acc["coverage"] is not None and acc["false_answer_rate"] is not None:
+            bars["answers.min_coverage"] = _floor_below(acc["coverage"], answers["answerable"])
+            bars["answers.max_false_answer_rate"] = acc["false_answer_rate"]
+            if (right := acc["accuracy_when_answered"]) is not None:
+                bars["answers.min_accuracy_when_answered"] = _floor_below(right, acc["answered"])
         for row in answers["questions"]:
             state, expected = row["state"], row.get("expected_state")
             if not row["answerable"] and state in STATE_ORDER and STATE_ORDER[state] > STATE_ORDER[expected]:
@@ -73,7 +81,10 @@ STATE_ORDER = {"unsupported": 0, "partial": 1, "grounded": 2}
 
 
 def _lower_is_tighter(key: str) -> bool:
-    return key.startswith("retrieval.ceilings.") or key == "answers.max_answered_unanswerable"
+    return key.startswith("retrieval.ceilings.") or key in (
+        "answers.max_answered_unanswerable",
+        "answers.max_false_answer_rate",
+    )
 
 
 def _tighter(key: str, value: float | int | str, before: float | int | str) -> bool:
@@ -115,7 +126,7 @@ def current_bars(t: Thresholds) -> dict[str, float | int | str]:
     """The committed bars, keyed as ``measured_bars`` keys them."""
     bars: dict[str, float | int | str] = {f"retrieval.floors.{k}": v for k, v in t.retrieval.floors.items()}
     bars.update({f"retrieval.ceilings.{q}": r for q, r in t.retrieval.ceilings.items()})
-    for key in ("min_grounded_rate", "max_answered_unanswerable", "min_state_agreement"):
+    for key in ANSWER_BAR_KEYS:
         value = getattr(t.answers, key)
         if value is not None:
             bars[f"answers.{key}"] = value

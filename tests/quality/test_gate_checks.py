@@ -45,6 +45,9 @@ def thresholds(**changes: Any) -> SimpleNamespace:
             min_grounded_rate=0.5,
             max_answered_unanswerable=1,
             min_state_agreement=0.75,
+            min_coverage=0.6,
+            min_accuracy_when_answered=0.5,
+            max_false_answer_rate=0.5,
             known_overanswered=MappingProxyType({}),
         ),
         budget=SimpleNamespace(
@@ -614,6 +617,9 @@ def test_the_checks_are_listed_with_stable_ids_and_kinds():
         ("answers/min_grounded_rate", "answers"),
         ("answers/max_answered_unanswerable", "answers"),
         ("answers/min_state_agreement", "answers"),
+        ("answers/min_coverage", "answers"),
+        ("answers/min_accuracy_when_answered", "answers"),
+        ("answers/max_false_answer_rate", "answers"),
         ("report/answers", "report"),
         ("budget/latency", "latency"),
         ("budget/rebuild", "budget"),
@@ -625,8 +631,18 @@ def test_the_checks_are_listed_with_stable_ids_and_kinds():
 
 
 def test_an_answer_bar_left_unset_has_no_check():
-    c = ctx(thresholds=thresholds(answers__min_state_agreement=None, answers__min_grounded_rate=None))
-    assert [x.id for x in checks(c) if x.kind == "answers"] == ["answers/max_answered_unanswerable"]
+    c = ctx(
+        thresholds=thresholds(
+            answers__min_state_agreement=None,
+            answers__min_grounded_rate=None,
+            answers__min_coverage=None,
+            answers__min_accuracy_when_answered=None,
+        )
+    )
+    assert [x.id for x in checks(c) if x.kind == "answers"] == [
+        "answers/max_answered_unanswerable",
+        "answers/max_false_answer_rate",
+    ]
 
 
 def test_the_listed_checks_run_the_rules_above(tmp_path, monkeypatch):
@@ -675,3 +691,59 @@ def test_a_check_that_raises_fails_with_its_message():
     out = run_check(Check("x/y", "k", boom), ctx())
     assert out == Outcome(False, "x/y could not run: KeyError: \"no question 'zz' in the question set\"")
     assert run_check(Check("t", "thresholds", gate._thresholds_valid), ctx()).passed
+
+
+def accuracy_ctx(**figures: Any) -> SimpleNamespace:
+    rows = [
+        {"id": "a1", "answerable": True, "state": "grounded", "accurate": True},
+        {"id": "a2", "answerable": True, "state": "partial", "accurate": False},
+        {"id": "a3", "answerable": True, "state": "unsupported", "accurate": False},
+        {"id": "u1", "answerable": False, "state": "partial"},
+        {"id": "u2", "answerable": False, "state": "unsupported"},
+    ]
+    acc = {"coverage": 0.6667, "accuracy_when_answered": 0.5, "false_answer_rate": 0.5} | figures
+    return ctx(answers=answers(accuracy=acc, questions=rows))
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0.5999, False), (0.6, True), (0.6001, True)])
+def test_the_coverage_bar(value, ok):
+    out = gate._answer_bar("min_coverage")(accuracy_ctx(coverage=value))
+    figures = {"measured": value, "bar": 0.6}
+    if ok:
+        assert out == Outcome(True, f"coverage {value} >= 0.6", figures)
+    else:
+        assert out == Outcome(False, f"coverage {value} is below answers.min_coverage 0.6; not answered: a3.", figures)
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0.4999, False), (0.5, True), (0.5001, True)])
+def test_the_accuracy_when_answered_bar_names_the_answers_without_the_evidence(value, ok):
+    out = gate._answer_bar("min_accuracy_when_answered")(accuracy_ctx(accuracy_when_answered=value))
+    figures = {"measured": value, "bar": 0.5}
+    if ok:
+        assert out == Outcome(True, f"accuracy_when_answered {value} >= 0.5", figures)
+    else:
+        assert out == Outcome(
+            False,
+            f"accuracy when answered {value} is below answers.min_accuracy_when_answered 0.5; "
+            "answered without the evidence: a2.",
+            figures,
+        )
+
+
+def test_accuracy_with_nothing_answered_is_na_and_holds_no_bar():
+    out = gate._answer_bar("min_accuracy_when_answered")(accuracy_ctx(accuracy_when_answered=None))
+    assert out.passed is False and "accuracy when answered n/a" in out.message
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0.4999, True), (0.5, True), (0.5001, False)])
+def test_the_false_answer_bar_names_the_unanswerable_questions_answered(value, ok):
+    out = gate._answer_bar("max_false_answer_rate")(accuracy_ctx(false_answer_rate=value))
+    figures = {"measured": value, "bar": 0.5}
+    if ok:
+        assert out == Outcome(True, f"false_answer_rate {value} <= 0.5", figures)
+    else:
+        assert out == Outcome(
+            False,
+            f"false-answer rate {value} is above answers.max_false_answer_rate 0.5; answered anyway: u1.",
+            figures,
+        )

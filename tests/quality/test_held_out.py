@@ -82,7 +82,14 @@ def test_the_report():
         "practice": {"questions": 1, "answered_grounded": []},
     }
     rows = {row["id"]: row for row in r["questions"]}
-    assert rows["a2"] == {"id": "a2", "answerable": True, "state": "partial", "rank": 2, "cites_expected": True}
+    assert rows["a2"] == {
+        "id": "a2",
+        "answerable": True,
+        "state": "partial",
+        "rank": 2,
+        "cites_expected": True,
+        "accurate": False,
+    }
     assert rows["a4"] == {"id": "a4", "answerable": True, "state": "abandoned"}
     assert rows["x1"]["kind"] == "open_number" and rows["x1"]["expected_state"] == "partial"
 
