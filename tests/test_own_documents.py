@@ -66,7 +66,7 @@ def checkout_dist(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("checkout")
     src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "MANIFEST.in"):
+    for name in ("pyproject.toml", "MANIFEST.in"):
         shutil.copy(ROOT / name, src)
     for package in ("rag_contract", "pytest_ragcontract"):
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
