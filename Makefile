@@ -42,7 +42,9 @@ serve: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python -m pytest
 
-# Lint, import order, types and the workflow: part of the test command, so CI holds them.
+# Lint, import order, types and the workflow: part of the test command, so CI holds them. actionlint
+# cannot lint an action's metadata file alone; it checks action.yml (keys, runner, steps, inputs)
+# where the workflow uses it (`uses: ./`), and tests/test_action.py checks what it does not.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
