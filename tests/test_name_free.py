@@ -47,7 +47,7 @@ class _Index(BaseHTTPRequestHandler):
 @pytest.fixture
 def index() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     _Index.asked = []
     try:
