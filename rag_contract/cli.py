@@ -597,7 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit weights and thresholds by 5-fold cross-validation, report out of fold and in sample; "
         "writes eval/results/calibration.json, abstention.json and docs/abstention.svg",
     )
-    s.add_argument("--write-thresholds", action="store_true", help="commit the full fit to eval/thresholds.yaml")
+    s.add_argument("--write-thresholds", action="store_true", help="write the full fit to eval/thresholds.yaml")
     s.add_argument(
         "--false-answer-cost",
         type=float,
