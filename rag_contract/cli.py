@@ -48,6 +48,7 @@ from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate, folds
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, frozen_clock, run_check
 from rag_contract.quality.held_out import committed_hashes, held_out_report, sha256_of
+from rag_contract.quality.rate_text import rate_text
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.quality.report_diff import (
     ReportSet,
@@ -284,10 +285,12 @@ def cmd_eval_answers(args) -> int:
     if not args.questions and not args.no_write:
         project.paths.result("answers.json").write_text(text)
     if args.quiet:
+        answerable, refusals = report["answerable"], report["refusals"]
         print(
-            f"index {index.version} | grounded {report['grounded_rate']} of {report['answerable']} | "
-            f"cites expected {report['expected_citation_rate']} | state agreement {report['state_agreement']} "
-            f"of {report['refusals']} | answered unanswerable {report['answered_unanswerable']} | "
+            f"index {index.version} | grounded {rate_text(report['grounded_rate'], answerable)} of {answerable} | "
+            f"cites expected {rate_text(report['expected_citation_rate'], answerable)} | "
+            f"state agreement {rate_text(report['state_agreement'], refusals)} of {refusals} | "
+            f"answered unanswerable {report['answered_unanswerable']} | "
             f"withdrawn {report['claims_withdrawn']} of {report['claims']}"
         )
     else:
@@ -362,7 +365,7 @@ def cmd_held_out(args) -> int:
         f"{', a development set the fit learns from' if development else ''}): answerable {a['questions']}, "
         f"answered citing expected {a['answered_citing_expected']}, grounded citing expected "
         f"{a['grounded_citing_expected']}, r@1 {a['recall@1']} mrr {a['mrr']} | unanswerable {u['questions']}, "
-        f"answered grounded {len(u['answered_grounded'])} ({u['answered_grounded_rate']})"
+        f"answered grounded {len(u['answered_grounded'])} ({rate_text(u['answered_grounded_rate'], u['questions'])})"
     )
     return 0
 
@@ -381,8 +384,9 @@ def cmd_calibrate(args) -> int:
         r, a = report[name]["retrieval"], report[name]["answers"]
         print(
             f"{name:11} | fused r@1={r['recall@1']:.3f} r@10={r['recall@10']:.3f} mrr={r['mrr']:.3f} | "
-            f"grounded citing expected {a['grounded_citing_expected']:.3f} of {a['answerable']} | "
-            f"state agreement {a['state_agreement']:.3f} of {a['refusals']} | "
+            f"grounded citing expected {rate_text(a['grounded_citing_expected'], a['answerable'], '.3f')} "
+            f"of {a['answerable']} | state agreement {rate_text(a['state_agreement'], a['refusals'], '.3f')} "
+            f"of {a['refusals']} | "
             f"unanswerable answered {len(a['answered_unanswerable'])}"
         )
     return 0

@@ -95,6 +95,7 @@ def test_the_readme_order_build_then_questions_then_measure_and_a_rebuild_embeds
     code, out, err = run(capsys, "--root", str(target), "measure", "--allow-loosen")
     assert code == 0 and "Traceback" not in err, err[-2000:]
     assert (target / "eval" / "fixtures" / "drafts" / "q02.json").is_file()
+    assert "| state agreement n/a of 0 |" in out  # no refusals: a rate of nothing, not 0.0
     code, out, err = run(capsys, "--root", str(target), "build-index")
     assert code == 0 and f"embedded 1 text(s), reused {n} from the index there" in out and "1/1" in err
     index = load_index(target / "index")
