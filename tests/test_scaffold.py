@@ -38,8 +38,9 @@ def test_init_copies_writes_and_leaves_a_project_that_loads(tmp_path, docs, caps
     out = capsys.readouterr().out
     assert code == 0
     assert "2 document(s) and 1 kept file(s)" in out
-    for step in ("rag-contract build-index", "rag-contract calibrate", "thresholds update", "pytest -m gate", "serve"):
+    for step in ("build-index", "measure --allow-loosen", "measure --calibrate", "pytest -m gate", "serve"):
         assert step in out
+    assert "calibrate --write-thresholds" not in out  # the README and the guide's step is measure --calibrate
     manifest = yaml.safe_load((target / "corpus" / "manifest.yaml").read_text())
     assert manifest["kept"] == ["LICENSE.md"]
     assert [(e["file"], e["title"], e["format"]) for e in manifest["files"]] == [

@@ -22,6 +22,7 @@ import yaml
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
 from rag_contract.quality.held_out import committed_hashes
+from rag_contract.quality.rate_text import rate_text
 from tools import container, injection, observability_load, probe, redbot_lint, request_cpu, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
@@ -137,9 +138,10 @@ def answers_table(root: Path) -> str:
         "| grounded (of answerable) | grounded, citing an expected section | a kept claim cites an expected section "
         "| state agreement (of refusals) | answered unanswerable | claims withdrawn |",
         "|---|---|---|---|---|---|",
-        f"| {a['grounded_rate']:.2f} of {a['answerable']} | {a['grounded_citing_expected_rate']:.2f} | "
-        f"{a['expected_citation_rate']:.2f} | "
-        f"{a['state_agreement']:.2f} of {a['refusals']} | {a['answered_unanswerable']} | "
+        f"| {rate_text(a['grounded_rate'], a['answerable'], '.2f')} of {a['answerable']} | "
+        f"{rate_text(a['grounded_citing_expected_rate'], a['answerable'], '.2f')} | "
+        f"{rate_text(a['expected_citation_rate'], a['answerable'], '.2f')} | "
+        f"{rate_text(a['state_agreement'], a['refusals'], '.2f')} of {a['refusals']} | {a['answered_unanswerable']} | "
         f"{a['claims_withdrawn']} of {a['claims']} |",
         "",
         f"States over all {a['answerable'] + a['refusals']} questions: "
@@ -192,8 +194,9 @@ def calibration_table(root: Path) -> str:
         r, a = block["retrieval"], block["answers"]
         return (
             f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | "
-            f"{a['grounded_citing_expected']:.2f} of {a['answerable']} | "
-            f"{len(a['answered_unanswerable'])} of {a['refusals']} | {a['state_agreement']:.2f} |"
+            f"{rate_text(a['grounded_citing_expected'], a['answerable'], '.2f')} of {a['answerable']} | "
+            f"{len(a['answered_unanswerable'])} of {a['refusals']} | "
+            f"{rate_text(a['state_agreement'], a['refusals'], '.2f')} |"
         )
 
     lines.append(row("**out of fold**", c["out_of_fold"]))
@@ -241,7 +244,7 @@ def _project_held_out(root: Path, title: str) -> list[str]:
         n, m = len(ans["answered_unanswerable"]), ans["refusals"]
         lines.append(
             f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | {cells(ans['accuracy'])} | "
-            f"{ans['answered_citing_expected']:.2f} | {n} of {m} ({n / m:.0%}) |"
+            f"{ans['answered_citing_expected']:.2f} | {n} of {m} ({rate_text(n / m if m else 0.0, m, '.0%')}) |"
         )
     dev = [v["out_of_fold"] for v in c.get("development", {}).values()]
     if dev:
@@ -270,7 +273,7 @@ def _project_held_out(root: Path, title: str) -> list[str]:
             shown = f"**sealed, `{name}`**"
         lines.append(
             f"| {shown} | {a['recall@1']:.2f} | {a['mrr']:.3f} | {a[k]:.2f} | {cells(s['accuracy'])} | "
-            f"{a['answered_citing_expected']:.2f} | {n} of {m} ({n / m:.0%}) |"
+            f"{a['answered_citing_expected']:.2f} | {n} of {m} ({rate_text(n / m if m else 0.0, m, '.0%')}) |"
         )
         by_kind = ", ".join(
             f"{kind} {len(v['answered_grounded'])} of {v['questions']}" for kind, v in u["by_kind"].items()

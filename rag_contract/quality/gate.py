@@ -277,6 +277,10 @@ def _question_vectors(ctx: GateContext) -> Outcome:
     )
 
 
+# A project need not be a git repository: the advice names no tool.
+KEEP_IT = "keep the result with the project (commit it if the project is under version control)"
+
+
 def _report_matches(name: str, produce: Callable[[GateContext], str], command: str) -> Callable[[GateContext], Outcome]:
     def run(ctx: GateContext) -> Outcome:
         path = ctx.project.paths.result(name)
@@ -284,14 +288,14 @@ def _report_matches(name: str, produce: Callable[[GateContext], str], command: s
         try:
             committed = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return Outcome(False, f"eval/results/{name} is missing; run `{command}` and commit it.")
+            return Outcome(False, f"eval/results/{name} is missing; run `{command}` and {KEEP_IT}.")
         if committed == now:
             return Outcome(True, f"eval/results/{name} matches the eval")
         diffs = _json_diff(json.loads(committed), json.loads(now))
         return Outcome(
             False,
             f"eval/results/{name} differs from what `{command}` produces now "
-            f"({'; '.join(diffs[:5])}). Rerun it and commit the result.",
+            f"({'; '.join(diffs[:5])}). Rerun it and {KEEP_IT}.",
             {"differences": len(diffs)},
         )
 

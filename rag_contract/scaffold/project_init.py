@@ -41,13 +41,13 @@ NEXT_STEPS = (
     ("rag-contract build-index", "embed the corpus with the local model (no key); writes index/"),
     (
         "edit eval/questions.yaml",
-        "write questions; `rag-contract sections --json` lists the section ids to expect",
+        "write questions; `rag-contract sections [--grep WORD]` lists the section ids to expect",
     ),
-    ("rag-contract calibrate --write-thresholds", "from about 30 questions: refit the weights, cross-validated"),
     (
         "rag-contract measure --allow-loosen",
         "record drafts, evaluate, and set every bar from the measurement (thresholds update)",
     ),
+    ("rag-contract measure --calibrate", "from about 30 questions: refit the weights (cross-validated), then measure"),
     ("python -m pytest -m gate", "the gate: one test item per question, bar and budget"),
     ("rag-contract serve", "pages, /ask and /answer on http://127.0.0.1:8000"),
 )

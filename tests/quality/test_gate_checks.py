@@ -292,7 +292,11 @@ def report_ctx(tmp_path: Path, now: str) -> SimpleNamespace:
 
 def test_a_missing_report_fails_naming_the_command(tmp_path):
     out = gate._report_matches("r.json", lambda c: c.now, "make r")(report_ctx(tmp_path, "{}"))
-    assert out == Outcome(False, "eval/results/r.json is missing; run `make r` and commit it.")
+    assert out == Outcome(
+        False,
+        "eval/results/r.json is missing; run `make r` and keep the result with the project "
+        "(commit it if the project is under version control).",
+    )
 
 
 def test_a_report_equal_to_the_eval_passes_whatever_the_locale(tmp_path):
@@ -315,7 +319,8 @@ def test_a_report_that_differs_names_the_first_five_differences(tmp_path):
     diffs = "; ".join(f"k{i}: committed {i}, now {i + 1}" for i in range(5))
     assert out == Outcome(
         False,
-        f"eval/results/r.json differs from what `make r` produces now ({diffs}). Rerun it and commit the result.",
+        f"eval/results/r.json differs from what `make r` produces now ({diffs}). "
+        "Rerun it and keep the result with the project (commit it if the project is under version control).",
         {"differences": 7},
     )
 
