@@ -17,13 +17,15 @@ every file not taken as ``skipped``, each with its reason:
 - its format cannot parse it (not UTF-8, ...): the format's own one-line reason.
 
 ``ignore`` names files (relative paths) that are accounted for elsewhere (kept beside the
-documents, the site configuration) and are neither pages nor skipped.
+documents, the site configuration) and are neither pages nor skipped; ``set_aside`` maps a
+folder (relative path) to why none of it is pages (a site theme's templates): it is one
+skipped entry, not walked.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +52,12 @@ class Found:
     skipped: tuple[Skipped, ...]
 
 
-def discover(docs: Path, selection: Selection = EVERYTHING, ignore: Collection[str] = ()) -> Found:
+def discover(
+    docs: Path,
+    selection: Selection = EVERYTHING,
+    ignore: Collection[str] = (),
+    set_aside: Mapping[str, str] | None = None,
+) -> Found:
     docs = Path(docs)
     pages: list[Page] = []
     skipped: list[Skipped] = []
@@ -62,6 +69,8 @@ def discover(docs: Path, selection: Selection = EVERYTHING, ignore: Collection[s
         for d in sorted(dirs):
             if d.startswith("."):
                 skipped.append(Skipped(f"{prefix}{d}/", "hidden folder, not walked"))
+            elif set_aside and prefix + d in set_aside:
+                skipped.append(Skipped(f"{prefix}{d}/", f"{set_aside[prefix + d]}, not walked"))
             elif (here / d).is_symlink():
                 skipped.append(Skipped(f"{prefix}{d}/", "symbolic link to a folder, not followed"))
             else:

@@ -6,7 +6,8 @@ Contract: ``find_navigation(docs)`` looks for the site configuration where MkDoc
 returns a ``Navigation``: each page's title and the pages in ``nav`` order, keyed by the path
 relative to ``docs`` (``advanced/clients.md``), nested ``nav`` sections walked in order; links
 to other sites are not pages. What was found, or why nothing was used (none there, unreadable,
-``docs_dir`` naming another folder), is ``note``: a line for the reader, never silence. Tags
+``docs_dir`` naming another folder), is ``note``: a line for the reader, never silence. A
+theme's ``custom_dir`` under ``docs`` holds templates, not pages: it is ``theme_dir``. Tags
 naming Python objects (``!!python/name:...``, common in MkDocs configurations) read as null.
 """
 
@@ -31,6 +32,7 @@ class Navigation:
     order: tuple[str, ...] = ()  # page paths in nav order
     config: Path | None = None  # the site configuration read, if one was
     note: str = ""
+    theme_dir: str | None = None  # theme.custom_dir, when it is a folder under the pages
 
 
 class _LenientLoader(yaml.SafeLoader):
@@ -124,9 +126,23 @@ def find_navigation(docs: Path) -> Navigation:
 def _from(config: dict, path: Path, docs: Path) -> Navigation:
     titles, order = nav_pages(config.get("nav"))
     shown = _shown(path, docs)
+    theme = _theme_dir(config, path, docs)
     if not order:
-        return Navigation({}, (), path, f"{shown}: no nav; titles from file names")
-    return Navigation(titles, order, path, f"{shown}: {len(titles)} page title(s) and the page order from its nav")
+        return Navigation({}, (), path, f"{shown}: no nav; titles from file names", theme)
+    note = f"{shown}: {len(titles)} page title(s) and the page order from its nav"
+    return Navigation(titles, order, path, note, theme)
+
+
+def _theme_dir(config: dict, path: Path, docs: Path) -> str | None:
+    """The theme's ``custom_dir`` (templates, not pages) relative to ``docs``, when under it."""
+    theme = config.get("theme")
+    custom = theme.get("custom_dir") if isinstance(theme, dict) else None
+    if not isinstance(custom, str) or not custom.strip():
+        return None
+    folder = (path.parent / custom).resolve()
+    if folder == docs or not folder.is_relative_to(docs):
+        return None
+    return folder.relative_to(docs).as_posix()
 
 
 def _shown(config: Path, docs: Path) -> str:

@@ -117,7 +117,8 @@ def _documents(
                 for p in (*kept_paths, *((nav.config.resolve(),) if nav.config else ()))
                 if p.is_relative_to(source.resolve())
             }
-            walked = discover(source, selection, ignore)
+            aside = {nav.theme_dir: "the site theme's templates (mkdocs.yml theme.custom_dir)"} if nav.theme_dir else {}
+            walked = discover(source, selection, ignore, aside)
             prefix = "" if len(sources) == 1 else f"{source.name}/"
             skipped += [Skipped(prefix + s.file, s.reason) for s in walked.skipped]
             rank = {page: n for n, page in enumerate(nav.order)}

@@ -176,6 +176,23 @@ def test_mkdocs_yml_one_level_up_gives_nested_nav_titles_and_order(tmp_path):
     assert nav.note == "mkdocs.yml (above docs/): 4 page title(s) and the page order from its nav"
 
 
+def test_a_theme_custom_dir_under_the_pages_is_set_aside_as_one_skipped_folder(tmp_path):
+    write(
+        tmp_path,
+        {
+            "mkdocs.yml": "theme:\n  name: material\n  custom_dir: docs/overrides\nnav: [{Home: index.md}]\n",
+            "docs/index.md": "# Home\n\nWelcome.\n",
+            "docs/overrides/partials/nav.html": "<nav><a href='/'>Home</a></nav>",
+        },
+    )
+    nav = find_navigation(tmp_path / "docs")
+    assert nav.theme_dir == "overrides"
+    found = discover(tmp_path / "docs", set_aside={nav.theme_dir: "theme templates"})
+    assert [p.file for p in found.pages] == ["index.md"]
+    assert found.skipped == (Skipped("overrides/", "theme templates, not walked"),)
+    assert [p.file for p in discover(tmp_path / "docs").pages] == ["index.md", "overrides/partials/nav.html"]
+
+
 def test_a_site_configuration_beside_the_pages_is_read_too(tmp_path):
     write(tmp_path, {"docs/mkdocs.yml": "nav:\n  - Start: a.md\n"})
     nav = find_navigation(tmp_path / "docs")
