@@ -227,3 +227,12 @@ def test_an_unreadable_mkdocs_yml_is_a_note_and_titles_come_from_file_names(tmp_
     assert done.notes[0].startswith("mkdocs.yml (above docs/): not valid YAML")
     titles = {e.file: e.title for e in load_project(tmp_path / "p").corpus.entries}
     assert titles["advanced/index.md"] == "Advanced" and titles["guide/clients.md"] == "Clients"
+
+
+def test_a_file_named_on_the_command_line_is_held_to_the_globs_too(tmp_path, site):
+    docs = site / "docs"
+    done = init_project(
+        tmp_path / "p", [docs / "index.md", docs / "drafts" / "wip.md"], selection=selection_of(exclude=["wip.md"])
+    )
+    assert done.documents == ("index.md",)
+    assert done.skipped == (Skipped("wip.md", "excluded by 'wip.md' (corpus.exclude)"),)

@@ -96,7 +96,7 @@ class _Document:
     path: Path
     file: str  # its corpus path
     title: str | None  # from the site's navigation
-    rank: int  # its place in the navigation; unlisted pages after every listed one
+    rank: tuple[int, int]  # (its source, its place in that source's nav; unlisted pages after all listed)
 
 
 def _documents(
@@ -108,7 +108,7 @@ def _documents(
     found: list[_Document] = []
     skipped: list[Skipped] = []
     notes: list[str] = []
-    for source in sources:
+    for n, source in enumerate(sources):
         if source.is_dir():
             nav = find_navigation(source)
             notes.append(nav.note)
@@ -121,9 +121,10 @@ def _documents(
             walked = discover(source, selection, ignore, aside)
             prefix = "" if len(sources) == 1 else f"{source.name}/"
             skipped += [Skipped(prefix + s.file, s.reason) for s in walked.skipped]
-            rank = {page: n for n, page in enumerate(nav.order)}
+            place = {page: k for k, page in enumerate(nav.order)}
             found += [
-                _Document(p.path, p.file, nav.titles.get(p.file), rank.get(p.file, len(rank))) for p in walked.pages
+                _Document(p.path, p.file, nav.titles.get(p.file), (n, place.get(p.file, len(place))))
+                for p in walked.pages
             ]
             pages = {p.file for p in walked.pages}
             missing = [page for page in nav.order if page not in pages]
@@ -137,7 +138,11 @@ def _documents(
                 format_for(source.name)
             except FormatError as exc:
                 raise InitError(str(exc)) from None
-            found.append(_Document(source, source.name, None, 0))
+            refused = selection.refusal(source.name)
+            if refused:  # the project's globs would refuse it at every load
+                skipped.append(Skipped(source.name, refused))
+            else:
+                found.append(_Document(source, source.name, None, (n, 0)))
         else:
             raise InitError(f"{source}: no such file or directory")
     names: dict[str, Path] = {}
