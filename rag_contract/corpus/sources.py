@@ -191,8 +191,11 @@ def verify_files(
 ) -> dict[str, bytes]:
     """Every listed file selected and present with its recorded length and sha256, and no
     unlisted file a format would read (other than those ``kept`` or left out by a glob)."""
-    corpus_dir = Path(corpus_dir)
     unread_files(corpus_dir, entries, kept, selection)
+    return _listed_bytes(Path(corpus_dir), entries, selection)
+
+
+def _listed_bytes(corpus_dir: Path, entries: tuple[ManifestEntry, ...], selection: Selection) -> dict[str, bytes]:
     blobs = {}
     for e in entries:
         refused = selection.refusal(e.file)
@@ -227,7 +230,8 @@ def corpus_fingerprint(entries: tuple[ManifestEntry, ...]) -> str:
 
 def load_corpus(corpus_dir: Path, selection: Selection = EVERYTHING) -> Corpus:
     entries, kept, listed = read_manifest_listing(corpus_dir)
-    blobs = verify_files(corpus_dir, entries, kept, selection)
+    skipped = unread_files(corpus_dir, entries, kept, selection)  # an unlisted document is refused first
+    blobs = _listed_bytes(Path(corpus_dir), entries, selection)
     sections: list[Section] = []
     for e in entries:
         # the manifest's hash says the bytes are the ones committed, not that they parse
@@ -244,7 +248,7 @@ def load_corpus(corpus_dir: Path, selection: Selection = EVERYTHING) -> Corpus:
         sections=tuple(sections),
         kept=kept,
         listed=() if listed == tuple(e.file for e in entries) else listed,
-        skipped=unread_files(corpus_dir, entries, kept, selection),
+        skipped=skipped,
     )
 
 
