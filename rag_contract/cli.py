@@ -21,6 +21,7 @@ from rag_contract.answering.live_drafter import LiveDrafter, live_drafter_for
 from rag_contract.answering.service import Abandoned, committed_vector
 from rag_contract.config.about import AboutError
 from rag_contract.config.calibration import CalibrationError, load_calibration
+from rag_contract.config.corpus_selection import SelectionError, selection_of
 from rag_contract.config.questions import QuestionsError
 from rag_contract.config.thresholds import ThresholdsError
 from rag_contract.corpus.chunking import ChunkingError
@@ -91,6 +92,7 @@ LOAD_ERRORS = (
     ObservabilityConfigError,
     RevisionError,
     AboutError,
+    SelectionError,
     CalibrationError,
     InitError,
     FoldLegsError,
@@ -125,6 +127,7 @@ def cmd_sections(args) -> int:
             )
         t = inv["total"]
         print(f"{'total':<{w}} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
+        _print_skipped("not read", [(s["file"], s["reason"]) for s in inv["skipped"]])
         return 0
     rows = section_rows(project.corpus.sections, args.grep)
     if args.json:
@@ -140,7 +143,15 @@ def cmd_sections(args) -> int:
         f"{matched}{t['sections']} sections ({t['with_prose']} with prose, {t['words']} words) in "
         f"{len(inv['documents'])} document(s); per document: rag-contract sections --counts"
     )
+    _print_skipped("not read", [(s["file"], s["reason"]) for s in inv["skipped"]])
     return 0
+
+
+def _print_skipped(what: str, skipped: list[tuple[str, str]]) -> None:
+    if skipped:
+        print(f"{what}: {len(skipped)} file(s)")
+        for file, reason in skipped:
+            print(f"  {file}: {reason}")
 
 
 def cmd_index_status(args) -> int:
@@ -485,9 +496,13 @@ def cmd_init(args) -> int:
         description=args.description,
         source_base=args.source_base,
         licence=args.licence,
+        selection=selection_of(args.include, args.exclude),
     )
     kept = f" and {len(done.kept)} kept file(s)" if done.kept else ""
     print(f"{done.root}: {len(done.documents)} document(s){kept} in corpus/, {done.sections} sections")
+    for note in done.notes:
+        print(f"navigation: {note}")
+    _print_skipped("skipped", [(s.file, s.reason) for s in done.skipped])
     print("wrote corpus/manifest.yaml, eval/questions.yaml, eval/thresholds.yaml, eval/prices.yaml, project.yaml")
     print(f"next, in {done.root} (or with --root {done.root}):")
     width = max(len(command) for command, _ in NEXT_STEPS)
@@ -684,6 +699,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--description", help='completes "answers over ..." on every page (default: the name)')
     s.add_argument("--source-base", help="URL the documents were taken from (each entry's source: URL/file)")
     s.add_argument("--licence", help="the documents' licence, recorded for each")
+    s.add_argument(
+        "--include", nargs="+", default=[], metavar="GLOB", help="only files matching one (kept in project.yaml)"
+    )
+    s.add_argument(
+        "--exclude", nargs="+", default=[], metavar="GLOB", help="leave out files matching one (kept in project.yaml)"
+    )
     s.set_defaults(func=cmd_init)
 
     s = sub.add_parser(

@@ -38,7 +38,8 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 
 Section URLs: a section id holds ``#`` ("rfc9110#9.2.1"), which a URL would read as a
 fragment. The path writes it with ``:`` instead (``/section/rfc9110:9.2.1``); the encoded
-form ``/section/rfc9110%239.2.1`` is accepted too. ``section_href`` makes the links.
+form ``/section/rfc9110%239.2.1`` is accepted too. A page in a sub-folder keeps its folders
+as path segments (``/section/advanced/clients.md:timeouts``). ``section_href`` makes the links.
 
 Validators (``validators.py``; RFC 9110 sections 8.8 and 13, RFC 9111 section 5.2.2.4): every
 2xx of ``/answer/{id}``, ``/q/{id}``, ``/questions``, ``/section/...``, ``/sections`` and ``/`` carries an
@@ -349,8 +350,9 @@ def listing_page(rows: Sequence[tuple[Question, Outcome]]) -> ListingPage:
 
 
 def section_href(section_id: str) -> str:
-    """``rfc9110#9.2.1`` -> ``/section/rfc9110:9.2.1`` (``#`` would start a URL fragment)."""
-    return "/section/" + quote(section_id.replace("#", ":", 1), safe=":.")
+    """``rfc9110#9.2.1`` -> ``/section/rfc9110:9.2.1`` (``#`` would start a URL fragment); a
+    page's folders stay readable: ``/section/advanced/clients.md:timeouts``."""
+    return "/section/" + quote(section_id.replace("#", ":", 1), safe=":./")
 
 
 def section_id_from_ref(ref: str) -> str:
@@ -892,7 +894,7 @@ ROUTES = (
     ANSWER_ROUTE,
     Route("/ask", post_ask, methods=["POST"]),
     Route("/ask", get_ask_page, methods=["GET"]),
-    Route("/section/{ref}", get_section),
+    Route("/section/{ref:path}", get_section),  # a page in a sub-folder: advanced/clients.md:timeouts
     Route("/sections", get_sections_page),
     Route("/", get_index_page),
     Route("/q/{qid}", get_question_page),
