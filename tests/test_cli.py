@@ -53,7 +53,7 @@ def test_sections_counts_is_the_inventory_per_document(capsys, root):
     assert code == 0 and lines[0].split()[:2] == ["document", "sections"] and len(lines) == 6 + 2
     assert lines[-1].split() == ["total", "600", "564", "117216"]
     code, out, _ = run(capsys, "--root", str(root), "sections", "--counts", "--json")
-    assert set(json.loads(out)) == {"documents", "total"}
+    assert set(json.loads(out)) == {"documents", "total", "skipped"}
 
 
 @pytest.mark.parametrize("command", [["sections", "--json"], ["ask", "What is a URI?", "--json"]])
