@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from rag_contract.config.thresholds import MISS_LEVELS_HELD
 from rag_contract.text.words import content_words
 
 SHARE = 0.6
@@ -122,3 +123,18 @@ def line(f: Mapping) -> str:
         f"coverage {_shown(f['coverage'])} | accuracy when answered {_shown(f['accuracy_when_answered'])} "
         f"({f['accurate']} of {f['answered']}) | false answers {_shown(f['false_answer_rate'])} ({f['false_answers']})"
     )
+
+
+# How far an answerable question's answer falls short, best first: it says the answer; it says
+# nothing (a refusal: safe); it shows claims from an expected section without the evidence; it
+# shows claims citing no expected section (an answer from the wrong place). The gate holds each
+# answerable question at its level (``answers.known_misses``): a fall to a worse one fails.
+MISS_LEVELS = ("accurate", *MISS_LEVELS_HELD)
+
+
+def miss_level(state: str, cites_expected: bool, is_accurate: bool) -> str:
+    if state not in ANSWERED:
+        return "unanswered"
+    if not cites_expected:
+        return "uncited"
+    return "accurate" if is_accurate else "inaccurate"

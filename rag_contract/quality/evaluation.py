@@ -271,6 +271,7 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
         if q.answerable:
             row["cites_expected"] = any(v.claim.section_id in q.expected for v in a.kept)
             row["accurate"] = accurate((v.claim.text for v in a.kept), q.evidence)
+            row["cited"] = list(dict.fromkeys(v.claim.section_id for v in a.kept))
         rows.append(row)
     ans = [r for r in rows if r["answerable"]]
     ref = [r for r in rows if not r["answerable"]]

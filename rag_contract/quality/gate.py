@@ -11,6 +11,8 @@ the build is held to, each with a stable id:
 - ``index/freshness``              corpus, embedder, chunking still those the index was built from
 - ``index/question-vectors``       the committed question vectors are those of the question set
 - ``report/retrieval``             eval/results/retrieval.json equals what the eval produces now
+- ``answers/answer/<qid>``         one per answerable question: answered no worse than it is held at
+                                   (accurate, unless ``answers.known_misses`` holds it lower)
 - ``answers/refusal/<uid>``        one per unanswerable question: lands in its expected state
 - ``answers/<bar>``                grounded rate, answered-unanswerable, state agreement, coverage,
                                    accuracy when answered, false-answer rate (``quality.accuracy``)
@@ -46,6 +48,7 @@ from rag_contract.index.status import index_status
 from rag_contract.index.store import load_index, rebuild_texts
 from rag_contract.project import load_project
 from rag_contract.quality.accuracy import ANSWERED as SHOWN
+from rag_contract.quality.accuracy import MISS_LEVELS, miss_level
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.spend import load_prices, priced_rebuild, worst_case_rerecord
 from rag_contract.web.ratelimit import Allowance, probe
@@ -373,6 +376,36 @@ def _measured(answers: Mapping, figure: str) -> float | int | None:
     return accuracy[figure] if figure in accuracy else answers[figure]
 
 
+def _answer(qid: str) -> Callable[[GateContext], Outcome]:
+    """An answerable question's answer may not fall short of it by more than it is held at.
+
+    Its level (``quality.accuracy.miss_level``), best first: ``accurate`` (a kept claim carries
+    its evidence), ``unanswered`` (nothing shown: a refusal is safe), ``inaccurate`` (claims from
+    an expected section without the evidence), ``uncited`` (claims citing no expected section:
+    an answer from the wrong place). ``answers.known_misses`` holds a question measured short at
+    its level; every other one is held at ``accurate``."""
+
+    def run(ctx: GateContext) -> Outcome:
+        q = _question(ctx, qid)
+        row = ctx.answer_row(qid)
+        level = miss_level(row["state"], bool(row.get("cites_expected")), bool(row.get("accurate")))
+        held = ctx.thresholds.answers.known_misses.get(qid, MISS_LEVELS[0])
+        figures = {"state": row["state"], "level": level, "held_at": held}
+        where = f" citing {', '.join(row.get('cited', [])) or 'nothing'}" if row["state"] in SHOWN else ""
+        if MISS_LEVELS.index(level) <= MISS_LEVELS.index(held):
+            note = "" if held == MISS_LEVELS[0] else f", held at {held} by answers.known_misses"
+            return Outcome(True, f"{qid} answered {level} ({row['state']}{where}){note}", figures)
+        return Outcome(
+            False,
+            f'{qid} "{q.question}" was answered {level} ({row["state"]}{where}; expected {", ".join(q.expected)}, '
+            f"evidence {q.evidence!r}), worse than the {held} it is held at"
+            + (" by answers.known_misses." if held != MISS_LEVELS[0] else "."),
+            figures,
+        )
+
+    return run
+
+
 def _answer_bar(key: str) -> Callable[[GateContext], Outcome]:
     spec = {
         "min_grounded_rate": ("grounded_rate", ">="),
@@ -522,6 +555,7 @@ def checks(ctx: GateContext) -> list[Check]:
             _report_matches("retrieval.json", lambda c: c.retrieval.to_json(), "rag-contract eval"),
         ),
     ]
+    out += [Check(f"answers/answer/{q.id}", "answer", _answer(q.id)) for q in ctx.project.questions.answerable]
     out += [Check(f"answers/refusal/{q.id}", "refusal", _refusal(q.id)) for q in ctx.project.questions.refusals]
     a = ctx.thresholds.answers
     out += [Check(f"answers/{k}", "answers", _answer_bar(k)) for k in ANSWER_BAR_KEYS if getattr(a, k) is not None]

@@ -11,7 +11,9 @@ Rules (the same ones the file's comments state):
   ``max_answered_unanswerable`` and ``max_false_answer_rate`` are the measured count and rate
   (none of the accuracy bars where a rate has no denominator);
 - a refusal measured more answered than annotated is held at its measured state
-  (``answers.known_overanswered.<uid>``); one that lands in or below its annotation has none.
+  (``answers.known_overanswered.<uid>``); one that lands in or below its annotation has none;
+- an answerable question measured short of an accurate answer is held at its level
+  (``answers.known_misses.<qid>``, ``quality.accuracy.MISS_LEVELS``); an accurate one has none.
 
 ``ratchet(old, new, allow_loosen)`` keeps the tighter of the committed and the measured bar
 unless loosening is allowed, and lists every change so the command can print it. A loosened
@@ -25,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rag_contract.config.thresholds import ANSWER_BAR_KEYS, Thresholds
+from rag_contract.quality.accuracy import MISS_LEVELS, miss_level
 
 CEILING_SLACK = 2
 FLOOR_SLACK_QUESTIONS = 2
@@ -71,6 +74,11 @@ def measured_bars(retrieval: Mapping, answers: Mapping | None) -> dict[str, floa
             if (right := acc["accuracy_when_answered"]) is not None:
                 bars["answers.min_accuracy_when_answered"] = _floor_below(right, acc["answered"])
         for row in answers["questions"]:
+            if row["answerable"]:
+                level = miss_level(row["state"], bool(row.get("cites_expected")), bool(row.get("accurate")))
+                if level != MISS_LEVELS[0]:
+                    bars[f"answers.known_misses.{row['id']}"] = level
+                continue
             state, expected = row["state"], row.get("expected_state")
             if not row["answerable"] and state in STATE_ORDER and STATE_ORDER[state] > STATE_ORDER[expected]:
                 bars[f"answers.known_overanswered.{row['id']}"] = state
@@ -88,6 +96,8 @@ def _lower_is_tighter(key: str) -> bool:
 
 
 def _tighter(key: str, value: float | int | str, before: float | int | str) -> bool:
+    if key.startswith("answers.known_misses."):
+        return MISS_LEVELS.index(str(value)) < MISS_LEVELS.index(str(before))
     if key.startswith("answers.known_overanswered."):
         return STATE_ORDER[str(value)] < STATE_ORDER[str(before)]
     return value < before if _lower_is_tighter(key) else value > before  # type: ignore[operator]
@@ -103,10 +113,11 @@ def ratchet(
         before = old.get(key)
         if before is None:
             # a new question gains its ceiling; a new exception is a loosening and needs consent
-            if key.startswith("answers.known_overanswered.") and not allow_loosen:
+            exception = key.startswith(("answers.known_overanswered.", "answers.known_misses."))
+            if exception and not allow_loosen:
                 continue
             out[key] = value
-            changes.append(Change(key, None, value, key.startswith("answers.known_overanswered.")))
+            changes.append(Change(key, None, value, exception))
             continue
         tighter = _tighter(key, value, before)
         if value == before:
@@ -117,7 +128,9 @@ def ratchet(
         else:
             out[key] = before
     for key, before in old.items():
-        if key not in new and key.startswith(("retrieval.ceilings.", "answers.known_overanswered.")):
+        if key not in new and key.startswith(
+            ("retrieval.ceilings.", "answers.known_overanswered.", "answers.known_misses.")
+        ):
             changes.append(Change(key, before, None, False))
     return out, changes
 
@@ -131,4 +144,5 @@ def current_bars(t: Thresholds) -> dict[str, float | int | str]:
         if value is not None:
             bars[f"answers.{key}"] = value
     bars.update({f"answers.known_overanswered.{q}": s for q, s in t.answers.known_overanswered.items()})
+    bars.update({f"answers.known_misses.{q}": s for q, s in t.answers.known_misses.items()})
     return bars

@@ -15,6 +15,7 @@ import pytest
 
 from rag_contract.config.questions import Question
 from rag_contract.quality import gate
+from rag_contract.quality.accuracy import MISS_LEVELS
 from rag_contract.quality.gate import ANSWERED, Check, Outcome, checks, run_check
 
 A1 = Question("a1", "What is a1?", expected=("rfc1#1", "rfc1#2"))
@@ -49,6 +50,7 @@ def thresholds(**changes: Any) -> SimpleNamespace:
             min_accuracy_when_answered=0.5,
             max_false_answer_rate=0.5,
             known_overanswered=MappingProxyType({}),
+            known_misses=MappingProxyType({}),
         ),
         budget=SimpleNamespace(
             max_request_ms=50.0,
@@ -617,6 +619,8 @@ def test_the_checks_are_listed_with_stable_ids_and_kinds():
         ("index/freshness", "freshness"),
         ("index/question-vectors", "freshness"),
         ("report/retrieval", "report"),
+        ("answers/answer/a1", "answer"),
+        ("answers/answer/a2", "answer"),
         ("answers/refusal/u1", "refusal"),
         ("answers/refusal/u2", "refusal"),
         ("answers/min_grounded_rate", "answers"),
@@ -752,3 +756,51 @@ def test_the_false_answer_bar_names_the_unanswerable_questions_answered(value, o
             f"false-answer rate {value} is above answers.max_false_answer_rate 0.5; answered anyway: u1.",
             figures,
         )
+
+
+def answer_ctx(state: str, cites: bool, accurate: bool, held: dict | None = None) -> SimpleNamespace:
+    row = {"id": "a1", "answerable": True, "state": state, "cites_expected": cites, "accurate": accurate}
+    row["cited"] = ["rfc1#1"] if cites else ["rfc9#9"]
+    c = ctx(thresholds=thresholds(answers__known_misses=MappingProxyType(held or {})), answers=answers(questions=[row]))
+    c.answer_row = lambda q: row
+    return c
+
+
+def test_the_miss_levels_best_first():
+    assert MISS_LEVELS == ("accurate", "unanswered", "inaccurate", "uncited")
+
+
+def test_an_accurate_answer_passes_its_answer_item():
+    out = gate._answer("a1")(answer_ctx("grounded", True, True))
+    assert out == Outcome(
+        True,
+        "a1 answered accurate (grounded citing rfc1#1)",
+        {"state": "grounded", "level": "accurate", "held_at": "accurate"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("state", "cites", "accurate", "level"),
+    [
+        ("unsupported", False, False, "unanswered"),
+        ("partial", True, False, "inaccurate"),
+        ("grounded", False, False, "uncited"),
+    ],
+)
+def test_an_answer_short_of_accurate_fails_unless_held_there(state, cites, accurate, level):
+    out = gate._answer("a1")(answer_ctx(state, cites, accurate))
+    assert out.passed is False and f"was answered {level}" in out.message and "worse than the accurate" in out.message
+    held = gate._answer("a1")(answer_ctx(state, cites, accurate, {"a1": level}))
+    assert held.passed and held.message.endswith(f"held at {level} by answers.known_misses")
+
+
+def test_an_answer_falling_below_its_held_level_fails_naming_what_it_cited():
+    out = gate._answer("a1")(answer_ctx("grounded", False, False, {"a1": "unanswered"}))
+    assert out.passed is False
+    assert "was answered uncited (grounded citing rfc9#9; expected rfc1#1, rfc1#2" in out.message
+    assert out.message.endswith("worse than the unanswered it is held at by answers.known_misses.")
+    better = gate._answer("a1")(answer_ctx("unsupported", False, False, {"a1": "uncited"}))
+    assert (
+        better.passed
+        and better.message == "a1 answered unanswered (unsupported), held at uncited by answers.known_misses"
+    )

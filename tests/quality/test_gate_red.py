@@ -179,6 +179,14 @@ def test_a_coverage_floor_above_the_measured_value_fails_alone(copy):
     assert set(failing(copy)) == {"answers/min_coverage"}
 
 
+def test_dropping_a_known_miss_fails_that_questions_answer_item_alone(copy, project):
+    qid = next(iter(project.thresholds.answers.known_misses))
+    edit_thresholds(copy, lambda t: t["answers"]["known_misses"].__delitem__(qid))
+    red = failing(copy)
+    assert set(red) == {f"answers/answer/{qid}"}
+    assert "worse than the accurate it is held at" in red[f"answers/answer/{qid}"]
+
+
 def test_a_tiny_latency_bar_fails_the_latency_check_alone(copy):
     edit_thresholds(copy, lambda t: t["budget"].__setitem__("max_request_ms", 0.001))
     red = failing(copy)
