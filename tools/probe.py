@@ -545,6 +545,30 @@ def request_targets(client: Client) -> Case:
     )
 
 
+def methods_and_forms(client: Client) -> Case:
+    """RFC 9110 sections 9.1 and 10.2.1, RFC 9112 sections 2.2, 3.2.4 and 3.2.3: what a method
+    or a request-target form the server does not serve is told."""
+    put = client.send(client.prepared("PUT", "/ask"))
+    unknown = client.send(client.prepared("BREW", "/ask"))
+    star = client.send(_raw(client, "GET * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close"))
+    blank = client.send(b"\r\n" + client.prepared("GET", "/health"))
+    tunnel = client.send(_raw(client, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443"))
+    allow = put.headers.get("allow")
+    return Case(
+        "methods and target forms (RFC 9110 9.1, 10.2.1; RFC 9112 2.2, 3.2.4, 3.2.3)",
+        "PUT /ask 405 with Allow: GET, HEAD, POST; an unknown method 501; GET * 400; "
+        "an empty line before the request line ignored (200); CONNECT 501",
+        f"PUT {put.status} Allow {allow!r}; BREW {unknown.status}; GET * {star.status}; "
+        f"empty line first {blank.status}; CONNECT {tunnel.status}",
+        put.status == 405
+        and allow == "GET, HEAD, POST"
+        and unknown.status == 501
+        and star.status == 400
+        and blank.status == 200
+        and tunnel.status == 501,
+    )
+
+
 def conditionals(client: Client) -> Case:
     """RFC 9110 sections 13.1.1 (If-Match, strong comparison) and 5.3 (a field on two lines is one list)."""
     first = client.get("/questions")
@@ -1124,6 +1148,7 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 injection_phrasings(client, root),
                 smuggling(client),
                 request_targets(client),
+                methods_and_forms(client),
                 conditionals(client),
                 page_edges(client, thresholds.ask.max_question_chars),
                 aborted_uploads(client, logs.files[-1]),

@@ -114,6 +114,7 @@ from rag_contract.web.admission import Admission, AdmissionLimits, Shed
 from rag_contract.web.bounded_body import BodyAborted, BodyTimeout, BodyTooLarge, read_bounded
 from rag_contract.web.direct_route import DirectRoute
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
+from rag_contract.web.methods import SERVER_WIDE, allowed, recognised
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.refusal_pacing import RefusalPacing
@@ -825,10 +826,21 @@ async def get_css(request: Request) -> Response:
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
-    # Unknown paths and wrong methods: the same JSON error shape as the routes.
+    """Unknown paths and wrong methods, in the same JSON error shape as the routes: a method
+    the server does not recognise is 501 (RFC 9110 section 9.1), a known one the path does not
+    allow 405 with every method the path's routes allow (section 10.2.1); ``OPTIONS *`` is
+    told what the server supports (section 9.3.7)."""
     assert isinstance(exc, HTTPException)
+    method = request.method
+    if not recognised(method):
+        detail = f"the method {echoed(method)} is not implemented here"
+        return JSONResponse({"error": "not_implemented", "detail": detail}, status_code=501, headers=_JSON_HEADERS)
+    if request.scope["path"] == "*" and method == "OPTIONS":
+        return Response(status_code=204, headers={"Allow": ", ".join(SERVER_WIDE)})
     error = "not_found" if exc.status_code == 404 else "http_error"
     headers = {**_JSON_HEADERS, **(exc.headers or {})}
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed(request.app.router.routes, request.scope))
     return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 

@@ -16,7 +16,11 @@ parsed ``h11.Request``, whether it must be refused, with what status and why:
 ``origin_form(request)`` accepts an **absolute-form** target (RFC 9112 section 3.2.2: a server
 MUST accept it): ``GET http://host:port/health?x`` becomes ``/health?x``, with ``Host`` replaced
 by the target's authority (section 3.3: the target URI is the request-target itself). A scheme
-other than http or https, or an authority that is not a valid host, is a refusal.
+other than http or https, or an authority that is not a valid host, is a refusal. The
+asterisk-form (``*``) is accepted for ``OPTIONS`` only (section 3.2.4: 400 otherwise), and
+``CONNECT`` (authority-form, section 3.2.3) is 501: an origin server opens no tunnel (RFC 9110
+section 9.3.6). Empty lines before a request line are skipped (RFC 9112 section 2.2: a server
+SHOULD ignore at least one; h11 refuses them).
 
 ``CheckedConnection`` is ``h11.Connection`` with both applied to every request it parses: a
 refusal is raised as ``h11.RemoteProtocolError`` (what uvicorn answers with an error and a
@@ -30,6 +34,7 @@ import re
 from dataclasses import dataclass
 
 import h11
+from h11._receivebuffer import ReceiveBuffer
 
 # reg-name = *( unreserved / pct-encoded / sub-delims ), RFC 3986 section 3.2.2.
 _REG_NAME = re.compile(rb"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*")
@@ -100,7 +105,13 @@ def origin_form(request: h11.Request) -> h11.Request | Refusal:
     """``request`` with an absolute-form target rewritten to origin form and ``Host`` set from
     it; any other request unchanged."""
     target = request.target
-    if target.startswith(b"/") or target == b"*":
+    if request.method == b"CONNECT":
+        return Refusal(501, "CONNECT is not implemented: an origin server opens no tunnel (RFC 9110 section 9.3.6)")
+    if target == b"*":
+        if request.method == b"OPTIONS":
+            return request
+        return Refusal(400, "the asterisk-form target is for OPTIONS only (RFC 9112 section 3.2.4)")
+    if target.startswith(b"/"):
         return request
     m = _ABSOLUTE.fullmatch(target)
     if m is None:
@@ -119,12 +130,31 @@ def origin_form(request: h11.Request) -> h11.Request | Refusal:
     )
 
 
+def _skip_empty_lines(buffer: ReceiveBuffer) -> None:
+    # RFC 9112 section 2.2: a server SHOULD ignore at least one empty line (CRLF) received
+    # before the request line; h11 refuses it ("no request line received").
+    data, skip = buffer._data, 0
+    while True:
+        if data[skip : skip + 2] == b"\r\n":
+            skip += 2
+        elif data[skip : skip + 1] == b"\n":
+            skip += 1
+        else:
+            break  # a lone CR stays: its LF may be on its way, or h11 refuses what follows it
+    if skip:
+        buffer._extract(skip)
+
+
 class CheckedConnection(h11.Connection):
     """``h11.Connection`` whose requests pass ``origin_form`` and ``refusal`` (module docstring)."""
 
     refused: Refusal | None = None
 
     def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        if self.their_state is h11.IDLE:
+            _skip_empty_lines(self._receive_buffer)
+            if self._receive_buffer._data == b"\r" and not self._receive_buffer_closed:
+                return h11.NEED_DATA  # h11 would refuse a lone CR that an LF may yet follow
         event = super().next_event()
         if not isinstance(event, h11.Request):
             return event

@@ -12,10 +12,12 @@ import time
 import h11
 import pytest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from rag_contract.web.app import http_error
 from rag_contract.web.framing import Refusal, origin_form, refusal, valid_host
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 
@@ -39,7 +41,10 @@ async def _big(request: Request) -> Response:
 
 @pytest.fixture
 def server(live_server):
-    app = Starlette(routes=[Route("/health", _echo), Route("/answer/{qid}", _echo), Route("/big", _big)])
+    app = Starlette(
+        routes=[Route("/health", _echo), Route("/answer/{qid}", _echo), Route("/big", _big)],
+        exception_handlers={HTTPException: http_error},
+    )
     return live_server(app, http=FastWriteDeadline, timeout_keep_alive=30)
 
 
@@ -103,6 +108,37 @@ def test_another_major_version_on_an_http1_request_line_is_505(server):
     # RFC 9110 section 15.6.6 (505) and RFC 9112 section 2.3 (the version names the message's syntax).
     reply = _exchange(server.port, _get(b"/health", version=b"HTTP/2.0"))
     assert reply.startswith(b"HTTP/1.1 505 "), reply[:80]
+
+
+def test_empty_lines_before_the_request_line_are_ignored(server):
+    # RFC 9112 section 2.2: a server SHOULD ignore at least one empty line received before it.
+    for before in (b"\r\n", b"\r\n\r\n", b"\n"):
+        reply = _exchange(server.port, before + _get(b"/health"))
+        assert reply.startswith(b"HTTP/1.1 200 "), (before, reply[:80])
+
+
+def test_empty_lines_split_across_reads_are_ignored(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        for piece in (b"\r", b"\n\r", b"\n" + _get(b"/health")):
+            sock.sendall(piece)
+            time.sleep(0.05)
+        assert sock.recv(100).startswith(b"HTTP/1.1 200 ")
+
+
+def test_the_asterisk_form_is_for_options_only(server):
+    # RFC 9112 section 3.2.4: "*" is the target of a server-wide OPTIONS and of nothing else.
+    assert _exchange(server.port, _get(b"*")).startswith(b"HTTP/1.1 400 ")
+    reply = _exchange(server.port, _get(b"*").replace(b"GET", b"OPTIONS", 1))
+    assert reply.startswith(b"HTTP/1.1 204 "), reply[:80]
+    assert b"\r\nallow: get, head, post\r\n" in reply.lower()
+
+
+def test_connect_is_501_not_an_invalid_target(server):
+    # RFC 9110 section 9.3.6: CONNECT (authority-form, RFC 9112 section 3.2.3) asks for a
+    # tunnel; an origin server does not implement it (section 15.6.2).
+    reply = _exchange(server.port, b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 501 "), reply[:80]
+    assert b"connection: close" in reply.lower()
 
 
 def test_host_values_by_rfc_3986_section_3_2_2():
