@@ -569,6 +569,31 @@ def methods_and_forms(client: Client) -> Case:
     )
 
 
+def _well_formed(r: Reply) -> bool:
+    return (
+        bool(r.headers.get("date"))
+        and r.headers.get("x-content-type-options") == "nosniff"
+        and r.headers.get("content-length") == str(len(r.body))
+    )
+
+
+def protocol_replies(client: Client) -> Case:
+    """RFC 9110 sections 6.6.1 and 8.6: the replies the protocol writes itself (a refused head,
+    one h11 cannot parse) carry Date, nosniff and their length, as the app's do."""
+    refused = client.send(_raw(client, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.2"))
+    unparsable = client.send(_raw(client, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nbad header"))
+    replies = {"refused": refused, "unparsable": unparsable}
+    return Case(
+        "the protocol's own 400s: Date, nosniff, Content-Length (RFC 9110 6.6.1, 8.6)",
+        "400 each, with Date, X-Content-Type-Options: nosniff and a Content-Length equal to the body's",
+        "; ".join(
+            f"{k} {r.status} " + ("all three" if _well_formed(r) else f"fields {sorted(r.headers)}")
+            for k, r in replies.items()
+        ),
+        all(r.status == 400 and _well_formed(r) for r in replies.values()),
+    )
+
+
 def conditionals(client: Client) -> Case:
     """RFC 9110 sections 13.1.1 (If-Match, strong comparison) and 5.3 (a field on two lines is one list)."""
     first = client.get("/questions")
@@ -1149,6 +1174,7 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 smuggling(client),
                 request_targets(client),
                 methods_and_forms(client),
+                protocol_replies(client),
                 conditionals(client),
                 page_edges(client, thresholds.ask.max_question_chars),
                 aborted_uploads(client, logs.files[-1]),

@@ -21,7 +21,9 @@ limiter's sight; and request heads checked before the app sees them (``framing.p
   held its connection, and a handler blocked on the write, for as long as it liked.
 - Heads: every request h11 parses goes through ``framing.CheckedConnection`` (absolute-form
   targets accepted; Content-Length with Transfer-Encoding, an invalid ``Host`` and a version
-  other than HTTP/1.x refused with their status, and the connection closed).
+  other than HTTP/1.x refused with their status, and the connection closed). Every reply the
+  protocol writes itself (those refusals, what h11 cannot parse, the 408) is ``protocol_reply``:
+  ``Date``, ``nosniff`` and ``Content-Length``, as the app's replies carry.
 - Body: ``read_bounded`` (``bounded_body.py``) takes a deadline for the whole body; ``POST
   /ask`` answers 408 and closes the connection when the body has not arrived within
   ``BODY_TIMEOUT_S`` of the handler starting to read it.
@@ -32,6 +34,7 @@ Idle keep-alive connections are closed by uvicorn after ``timeout_keep_alive`` (
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import h11
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
@@ -43,16 +46,19 @@ HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 10.0
 WRITE_TIMEOUT_S = 10.0
 
-_REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+_PLAIN_TEXT = ((b"content-type", b"text/plain; charset=utf-8"), (b"x-content-type-options", b"nosniff"))
 
 
-def _refusal_reply(status: int, reason: str) -> bytes:
+def protocol_reply(status: int, reason: str, fields: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
+    """A reply written by the protocol itself (no app behind it), then the connection closed:
+    ``fields`` (the server's ``Date``), a plain-text ``reason`` with its length, ``nosniff``
+    as on every reply of the app (RFC 9110 section 6.6.1: an origin server with a clock MUST
+    send ``Date``; section 8.6: a message with a body says its length)."""
     body = reason.encode("ascii", "replace")
-    head = (
-        f"HTTP/1.1 {status} {STATUS_PHRASES[status].decode()}\r\ncontent-type: text/plain; charset=utf-8\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
-    return head.encode("ascii") + body
+    lines = [b"HTTP/1.1 %d %s" % (status, STATUS_PHRASES[status])]
+    own = (*_PLAIN_TEXT, (b"content-length", b"%d" % len(body)), (b"connection", b"close"))
+    lines += [name + b": " + value for name, value in (*fields, *own)]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
 class HeaderDeadlineH11Protocol(H11Protocol):
@@ -83,10 +89,10 @@ class HeaderDeadlineH11Protocol(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         refused = self.conn.refused if isinstance(self.conn, CheckedConnection) else None
-        if refused is None:
-            super().send_400_response(msg)  # what h11 itself could not parse
-            return
-        self.transport.write(_refusal_reply(refused.status, refused.reason))
+        # What h11 itself could not parse is uvicorn's 400 with its message; either way the
+        # reply is written here, with Date, nosniff and its length (uvicorn's had none of them).
+        status, reason = (refused.status, refused.reason) if refused is not None else (400, msg)
+        self.transport.write(protocol_reply(status, reason, self.server_state.default_headers))
         self.transport.close()
 
     def pause_writing(self) -> None:
@@ -147,5 +153,6 @@ class HeaderDeadlineH11Protocol(H11Protocol):
         if self.cycle is not None and self.cycle is not armed_under:
             return  # the headers arrived; the request is the app's now (bounded by its own rules)
         if self._heard:
-            self.transport.write(_REQUEST_TIMEOUT)
+            reason = f"the request head did not arrive within {self.header_timeout_s:g} s"
+            self.transport.write(protocol_reply(408, reason, self.server_state.default_headers))
         self.transport.close()

@@ -20,6 +20,7 @@ from starlette.routing import Route
 from rag_contract.web.app import http_error
 from rag_contract.web.framing import Refusal, origin_form, refusal, valid_host
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
+from tests.support.wire import assert_protocol_reply
 
 WRITE_BOUND_S = 1.0  # the client in this process shares the GIL with the server: room for a busy machine
 SLACK_S = 4.0
@@ -139,6 +140,20 @@ def test_connect_is_501_not_an_invalid_target(server):
     reply = _exchange(server.port, b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 501 "), reply[:80]
     assert b"connection: close" in reply.lower()
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",  # a refusal
+        b"GET /health HTTP/1.1\r\nHost: x\r\nbad header\r\n\r\n",  # what h11 cannot parse
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS hello on the plain port
+    ],
+    ids=["refused", "unparsable", "tls"],
+)
+def test_a_protocol_reply_carries_date_nosniff_and_its_length(server, request_bytes):
+    # RFC 9110 section 6.6.1 (Date), 8.6 (Content-Length); nosniff as on every app reply.
+    assert_protocol_reply(_exchange(server.port, request_bytes), 400)
 
 
 def test_host_values_by_rfc_3986_section_3_2_2():

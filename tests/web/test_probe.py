@@ -203,7 +203,9 @@ def served_client(project, index, embedder, tmp_path_factory):
     yield from _probe_client(project, index, embedder, tmp_path_factory, http=HeaderDeadlineH11Protocol)
 
 
-@pytest.mark.parametrize("case", [probe.smuggling, probe.request_targets, probe.methods_and_forms])
+@pytest.mark.parametrize(
+    "case", [probe.smuggling, probe.request_targets, probe.methods_and_forms, probe.protocol_replies]
+)
 def test_the_rfc_9112_cases_pass_against_the_served_protocol_and_fail_without_it(served_client, client, case):
     assert case(served_client).passed
     assert not case(client).passed  # uvicorn's h11 protocol alone: smuggled, absolute form 404, ...
