@@ -569,6 +569,19 @@ def methods_and_forms(client: Client) -> Case:
     )
 
 
+def target_authority(client: Client) -> Case:
+    """RFC 9110 sections 7.4 and 4.2.4: an https target on this plain connection, and userinfo in an
+    absolute-form target."""
+    https = client.get(f"https://{HOST}:{client.port}/health")
+    userinfo = client.get(f"http://user:secret@{HOST}:{client.port}/health")
+    return Case(
+        "an https target on a plain connection, userinfo in the target (RFC 9110 7.4, 4.2.4)",
+        "421 for the https target; 400 for the userinfo",
+        f"https {https.status}; userinfo {userinfo.status}",
+        https.status == 421 and userinfo.status == 400,
+    )
+
+
 def _well_formed(r: Reply) -> bool:
     return (
         bool(r.headers.get("date"))
@@ -1174,6 +1187,7 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 smuggling(client),
                 request_targets(client),
                 methods_and_forms(client),
+                target_authority(client),
                 protocol_replies(client),
                 conditionals(client),
                 page_edges(client, thresholds.ask.max_question_chars),

@@ -16,7 +16,9 @@ parsed ``h11.Request``, whether it must be refused, with what status and why:
 ``origin_form(request)`` accepts an **absolute-form** target (RFC 9112 section 3.2.2: a server
 MUST accept it): ``GET http://host:port/health?x`` becomes ``/health?x``, with ``Host`` replaced
 by the target's authority (section 3.3: the target URI is the request-target itself). A scheme
-other than http or https, or an authority that is not a valid host, is a refusal. The
+other than http or https, or an authority that is not a valid host, is a refusal; so is
+userinfo in the authority (RFC 9110 section 4.2.4: 400), and a scheme other than the
+connection's (an ``https`` target on a plain connection) is 421 (section 7.4). The
 asterisk-form (``*``) is accepted for ``OPTIONS`` only (section 3.2.4: 400 otherwise), and
 ``CONNECT`` (authority-form, section 3.2.3) is 501: an origin server opens no tunnel (RFC 9110
 section 9.3.6). Empty lines before a request line are skipped (RFC 9112 section 2.2: a server
@@ -101,9 +103,9 @@ def refusal(request: h11.Request) -> Refusal | None:
     return None
 
 
-def origin_form(request: h11.Request) -> h11.Request | Refusal:
+def origin_form(request: h11.Request, scheme: bytes = b"http") -> h11.Request | Refusal:
     """``request`` with an absolute-form target rewritten to origin form and ``Host`` set from
-    it; any other request unchanged."""
+    it; any other request unchanged. ``scheme`` is the connection's (``http`` unless TLS)."""
     target = request.target
     if request.method == b"CONNECT":
         return Refusal(501, "CONNECT is not implemented: an origin server opens no tunnel (RFC 9110 section 9.3.6)")
@@ -116,9 +118,19 @@ def origin_form(request: h11.Request) -> h11.Request | Refusal:
     m = _ABSOLUTE.fullmatch(target)
     if m is None:
         return Refusal(400, "invalid request target (RFC 9112 section 3.2)")
-    authority = m["authority"].rpartition(b"@")[2]
-    if m["scheme"].lower() not in (b"http", b"https") or not authority or not valid_host(authority):
+    authority = m["authority"]
+    if b"@" in authority:
+        # A sender MUST NOT generate userinfo; a recipient SHOULD treat it as an error: it is
+        # the classic disguise of where a link leads (http://trusted.example@evil.example/).
+        return Refusal(400, "userinfo in the target URI (RFC 9110 section 4.2.4)")
+    target_scheme = m["scheme"].lower()
+    if target_scheme not in (b"http", b"https") or not authority or not valid_host(authority):
         return Refusal(400, "invalid absolute-form target (RFC 9112 section 3.2.2)")
+    if target_scheme != scheme:
+        # An https URI asked over a plain connection: this server is not authoritative for it.
+        return Refusal(
+            421, f"an {target_scheme.decode()} target on an {scheme.decode()} connection (RFC 9110 section 7.4)"
+        )
     rest = m["rest"]
     path = rest if rest.startswith(b"/") else b"/" + rest
     headers = [(k, v) for k, v in request.headers if k != b"host"]
@@ -149,6 +161,7 @@ class CheckedConnection(h11.Connection):
     """``h11.Connection`` whose requests pass ``origin_form`` and ``refusal`` (module docstring)."""
 
     refused: Refusal | None = None
+    scheme = b"http"  # the connection's, set by the protocol when it is TLS
 
     def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         if self.their_state is h11.IDLE:
@@ -158,7 +171,7 @@ class CheckedConnection(h11.Connection):
         event = super().next_event()
         if not isinstance(event, h11.Request):
             return event
-        checked = origin_form(event)
+        checked = origin_form(event, self.scheme)
         why = checked if isinstance(checked, Refusal) else refusal(checked)
         if why is None and isinstance(checked, h11.Request):
             return checked

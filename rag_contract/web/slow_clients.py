@@ -81,6 +81,8 @@ class HeaderDeadlineH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
+        if isinstance(self.conn, CheckedConnection):
+            self.conn.scheme = self.scheme.encode("ascii")  # "https" under TLS: absolute-form targets must match
         self._arm_header_deadline()
 
     def data_received(self, data: bytes) -> None:

@@ -81,6 +81,28 @@ def test_an_absolute_form_target_is_accepted_and_its_authority_is_the_host(serve
     assert reply.endswith(b"/health?x=1 host=127.0.0.1:%d" % server.port)
 
 
+def test_an_https_target_on_a_plain_connection_is_421(server):
+    # RFC 9110 section 7.4: a server not authoritative for the target URI (here: its scheme,
+    # https, is not this plain connection's) answers 421 Misdirected Request.
+    reply = _exchange(server.port, _get(b"https://127.0.0.1:%d/health" % server.port))
+    assert reply.startswith(b"HTTP/1.1 421 "), reply[:80]
+
+
+def test_an_https_target_is_accepted_on_a_tls_connection_and_an_http_one_is_not():
+    request = h11.Request(method="GET", target="https://a.example/health", headers=[("Host", "a.example")])
+    checked = origin_form(request, b"https")
+    assert isinstance(checked, h11.Request) and checked.target == b"/health"
+    plain = h11.Request(method="GET", target="http://a.example/health", headers=[("Host", "a.example")])
+    assert origin_form(plain, b"https") == Refusal(421, "an http target on an https connection (RFC 9110 section 7.4)")
+
+
+@pytest.mark.parametrize("userinfo", [b"user@", b"user:secret@", b"127.0.0.1@"])
+def test_userinfo_in_an_absolute_form_target_is_400(server, userinfo):
+    # RFC 9110 section 4.2.4: a recipient SHOULD treat userinfo in an http(s) URI as an error.
+    reply = _exchange(server.port, _get(b"http://" + userinfo + b"127.0.0.1:%d/health" % server.port))
+    assert reply.startswith(b"HTTP/1.1 400 "), reply[:80]
+
+
 @pytest.mark.parametrize("target", [b"ftp://127.0.0.1/health", b"http:///health", b"http://exa mple/health", b"health"])
 def test_a_target_that_is_neither_origin_nor_absolute_form_is_400(server, target):
     # RFC 9112 section 3.2: request-target forms; anything else is a bad request.
