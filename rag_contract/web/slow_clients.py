@@ -82,7 +82,7 @@ class HeaderDeadlineH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
         if isinstance(self.conn, CheckedConnection):
-            self.conn.scheme = self.scheme.encode("ascii")  # "https" under TLS: absolute-form targets must match
+            self.conn.scheme = b"https" if self.scheme == "https" else b"http"  # absolute-form targets must match
         self._arm_header_deadline()
 
     def data_received(self, data: bytes) -> None:
