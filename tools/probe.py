@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import hashlib
 import io
 import itertools
@@ -394,6 +395,23 @@ def content_types(client: Client) -> Case:
         "415 each",
         ", ".join(r.brief() for r in replies),
         all(r.status == 415 for r in replies),
+    )
+
+
+def content_coding(client: Client) -> Case:
+    """RFC 9110 sections 8.4 and 15.5.16: a content-coded /ask body is not read."""
+    plain = json.dumps({"question": "What is a URI?"}).encode()
+    replies = [
+        client.send(client.prepared("POST", "/ask", {"Content-Type": "application/json", "Content-Encoding": c}, b))
+        for c, b in (("gzip", plain), ("gzip", gzip.compress(plain)))
+    ]
+    return Case(
+        "POST /ask with Content-Encoding: gzip, the body plain and gzipped (RFC 9110 8.4)",
+        "415 content_encoding_not_supported each, with Accept-Encoding: identity",
+        ", ".join(
+            f"{r.status} {r.json().get('reason')} Accept-Encoding {r.headers.get('accept-encoding')!r}" for r in replies
+        ),
+        all(r.status == 415 and r.headers.get("accept-encoding") == "identity" for r in replies),
     )
 
 
@@ -1179,6 +1197,7 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 unknown_ids(client),
                 long_id(client),
                 content_types(client),
+                content_coding(client),
                 invisible_question(client),
                 relative_redirect(client),
                 nosniff(client),

@@ -112,6 +112,7 @@ from rag_contract.index.store import Index
 from rag_contract.observability.observer import Observer
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
 from rag_contract.web.bounded_body import BodyAborted, BodyTimeout, BodyTooLarge, read_bounded
+from rag_contract.web.content_coding import ACCEPTED, coding_refusal
 from rag_contract.web.direct_route import DirectRoute
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.methods import SERVER_WIDE, allowed, recognised
@@ -661,6 +662,8 @@ async def post_ask(request: Request) -> Response:
         return await _shed(request, shed, {"Connection": "close"})
     try:
         require_json(request.headers.get("content-type"))
+        if (coded := coding_refusal(request.headers.getlist("content-encoding"))) is not None:
+            return _json(coded.as_dict(), coded.status, extra={**ACCEPTED, "Connection": "close"})
         try:
             body = await read_bounded(request, max_body_bytes(max_chars), web.body_timeout_s)
         except BodyTooLarge as exc:

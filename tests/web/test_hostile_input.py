@@ -144,6 +144,25 @@ def test_ask_needs_application_json(app, content_type):
     assert "x-index-version" not in r.headers
 
 
+@pytest.mark.parametrize("coding", ["gzip", "br", "identity, gzip", "x-unknown"])
+def test_a_content_coded_ask_body_is_415_whatever_it_holds(app, coding):
+    # RFC 9110 section 8.4 (a coding the recipient does not decode) and 15.5.16 (415, with
+    # Accept-Encoding naming what would have been read). The body is plain JSON: it was answered.
+    r = TestClient(app).post(
+        "/ask",
+        content=b'{"question": "What is a URI?"}',
+        headers={"content-type": "application/json", "content-encoding": coding},
+    )
+    assert r.status_code == 415, r.text
+    assert r.json()["reason"] == "content_encoding_not_supported"
+    assert r.headers["accept-encoding"] == "identity"
+
+
+def test_an_identity_coded_ask_body_is_read(app):
+    r = TestClient(app).post("/ask", json={"question": "What is a URI?"}, headers={"content-encoding": "identity"})
+    assert r.status_code == 200, r.text
+
+
 def test_every_json_reply_says_nosniff(project, index, drafts, embedder):
     app = make_app(project, Registry(index), drafts=drafts, embedder=embedder, status=fresh_status(index))
     client = TestClient(app)

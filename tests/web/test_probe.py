@@ -186,6 +186,7 @@ def client(project, index, embedder, tmp_path_factory):
         probe.unknown_ids,
         probe.long_id,
         probe.content_types,
+        probe.content_coding,
         probe.invisible_question,
         probe.relative_redirect,
         probe.nosniff,
