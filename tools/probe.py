@@ -398,6 +398,24 @@ def content_types(client: Client) -> Case:
     )
 
 
+def bidi_question(client: Client) -> Case:
+    """A question holding U+202E (RIGHT-TO-LEFT OVERRIDE), posted and asked as a page: refused,
+    and the control is in no reply (a display spoof otherwise)."""
+    question = "What is a \u202eURI?"
+    posted = client.post_json("/ask", {"question": question})
+    page = client.get("/ask?q=" + quote_plus(question))
+    echoed = [r for r in (posted, page) if "\u202e".encode() in r.body or b"\\u202e" in r.body.lower()]
+    return Case(
+        "a question holding U+202E, posted and as a page",
+        "422 question_bidi_control each; the control in no reply",
+        f"POST {posted.brief()}, page {page.status}; echoed in {len(echoed)}",
+        posted.status == 422
+        and posted.json().get("reason") == "question_bidi_control"
+        and page.status == 422
+        and not echoed,
+    )
+
+
 def content_coding(client: Client) -> Case:
     """RFC 9110 sections 8.4 and 15.5.16: a content-coded /ask body is not read."""
     plain = json.dumps({"question": "What is a URI?"}).encode()
@@ -1198,6 +1216,7 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 long_id(client),
                 content_types(client),
                 content_coding(client),
+                bidi_question(client),
                 invisible_question(client),
                 relative_redirect(client),
                 nosniff(client),

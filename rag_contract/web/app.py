@@ -114,6 +114,7 @@ from rag_contract.web.admission import Admission, AdmissionLimits, Shed
 from rag_contract.web.bounded_body import BodyAborted, BodyTimeout, BodyTooLarge, read_bounded
 from rag_contract.web.content_coding import ACCEPTED, coding_refusal
 from rag_contract.web.direct_route import DirectRoute
+from rag_contract.web.display_safe import bidi_refusal, without_bidi
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
 from rag_contract.web.methods import SERVER_WIDE, allowed, recognised
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
@@ -463,7 +464,8 @@ def presentation_fingerprint(templates: Path, max_question_chars: int, about: Ab
 
 def echoed(key: str) -> str:
     """``key`` as a reply may repeat it: at most ``ECHO_MAX_CHARS`` characters, a longer one
-    cut and marked with its length."""
+    cut and marked with its length, bidirectional controls removed."""
+    key = without_bidi(key)  # an echoed id is never a display spoof (display_safe.py)
     if len(key) <= ECHO_MAX_CHARS:
         return key
     return f"{key[:ECHO_MAX_CHARS]}... ({len(key)} characters)"
@@ -674,6 +676,8 @@ async def post_ask(request: Request) -> Response:
             # No one is left to read this (the server drops it); it only keeps the log clean.
             raise AskRejected(400, "body_aborted", str(exc)) from None
         question = read_question(body, max_chars)
+        if (spoof := bidi_refusal(question)) is not None:
+            raise spoof
     except AskRejected as exc:
         # The rest of a refused body is never read: close rather than drain it for keep-alive.
         close = {"Connection": "close"} if exc.status in (408, 413, 415) or exc.reason == "body_aborted" else None
@@ -703,11 +707,14 @@ async def _ask_page(request: Request) -> Response:
         return _page(web, "ask.html", 200, asked=None, error=None)
     try:
         question = validate_question({"question": raw}, web.max_question_chars)
+        if (spoof := bidi_refusal(question)) is not None:
+            raise spoof
     except AskRejected as exc:
         # The box is refilled with what was asked, up to the limit: a page never grows with the URL.
         # Here the question is the target: too long is 414 URI Too Long (RFC 9110 section 15.5.15).
         status = 414 if exc.status == 413 else exc.status
-        return _page(web, "ask.html", status, asked=raw[: web.max_question_chars], error=exc.as_dict())
+        asked = without_bidi(raw[: web.max_question_chars])
+        return _page(web, "ask.html", status, asked=asked, error=exc.as_dict())
     try:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)

@@ -163,6 +163,30 @@ def test_an_identity_coded_ask_body_is_read(app):
     assert r.status_code == 200, r.text
 
 
+BIDI = ["\u202e", "\u202a", "\u2066", "\u2069", "\u200f", "\u061c"]
+
+
+@pytest.mark.parametrize("control", BIDI)
+def test_a_question_holding_a_bidi_control_is_refused_and_never_echoed(app, control):
+    # U+202E shows "What is a URI?" reversed wherever it is echoed: the answer's JSON, the page.
+    client = TestClient(app)
+    question = f"What is a {control}URI?"
+    posted = client.post("/ask", json={"question": question})
+    assert posted.status_code == 422, posted.text
+    assert posted.json()["reason"] == "question_bidi_control"
+    page = client.get("/ask", params={"q": question})
+    assert page.status_code == 422
+    for r in (posted, page):
+        assert control not in r.text
+
+
+@pytest.mark.parametrize("path", ["/answer/q1\u202eexe.txt", "/q/q1\u202eexe.txt", "/section/rfc9110:\u202eexe.txt"])
+def test_an_echoed_id_carries_no_bidi_control(app, path):
+    r = TestClient(app).get(path, headers={"accept": "application/json"})
+    assert r.status_code == 404
+    assert "\u202e" not in r.text and "exe.txt" in r.text
+
+
 def test_every_json_reply_says_nosniff(project, index, drafts, embedder):
     app = make_app(project, Registry(index), drafts=drafts, embedder=embedder, status=fresh_status(index))
     client = TestClient(app)

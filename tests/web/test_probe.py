@@ -187,6 +187,7 @@ def client(project, index, embedder, tmp_path_factory):
         probe.long_id,
         probe.content_types,
         probe.content_coding,
+        probe.bidi_question,
         probe.invisible_question,
         probe.relative_redirect,
         probe.nosniff,
