@@ -270,6 +270,20 @@ def test_a_405_allows_every_method_the_path_serves(client, method, path, allow):
     assert r.headers["allow"] == allow
 
 
+@pytest.mark.parametrize(("method", "path"), [("GET", "/nowhere"), ("PUT", "/ask"), ("BREW", "/health")])
+def test_a_404_405_or_501_is_revalidated_before_reuse(client, method, path):
+    # RFC 9110 section 15.1: 404 and 405 are heuristically cacheable; no-cache as on every error.
+    assert client.request(method, path).headers["cache-control"] == "no-cache"
+
+
+@pytest.mark.parametrize("query", ["q=%ff", "q=What%20is%20a%20%c3", "q=ok&x=%fe"])
+def test_a_question_page_query_that_is_not_utf8_is_400(client, query):
+    # POST /ask refuses a body that is not UTF-8; the same bytes in the URL were read with U+FFFD.
+    r = client.get(f"/ask?{query}")
+    assert r.status_code == 400
+    assert "query_not_utf8" in r.text
+
+
 @pytest.mark.parametrize("path", ["/ask", "/health", "/nowhere"])
 def test_a_method_the_server_does_not_recognise_is_501(client, path):
     # RFC 9110 section 9.1: an origin server SHOULD answer an unrecognised method with 501.
