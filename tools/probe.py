@@ -618,6 +618,36 @@ def target_authority(client: Client) -> Case:
     )
 
 
+def validator_edges(client: Client) -> Case:
+    """RFC 9110 sections 13.1.1 and 15.1: the smaller edges of the conditional and error replies."""
+    guarded = client.send(
+        client.prepared(
+            "POST", "/ask", {"Content-Type": "application/json", "If-Match": '"any"'}, b'{"question": "What is a URI?"}'
+        )
+    )
+    not_utf8 = client.get("/ask?q=%ff")
+    missing = client.get("/no/such/path")
+    page_412 = client.get("/", {"If-Match": '"other"'})
+    css = client.get("/static/site.css")
+    css_tag = css.headers.get("etag", "")
+    css_304 = client.get("/static/site.css", {"If-None-Match": css_tag})
+    page_type = page_412.headers.get("content-type", "")
+    return Case(
+        "If-Match on POST /ask, a query not UTF-8, a 404's caching, a page's 412, the stylesheet's validator",
+        "412; 400; Cache-Control: no-cache; 412 as text/html; an ETag and 304 on revalidation",
+        f"POST /ask If-Match {guarded.status}; GET /ask?q=%ff {not_utf8.status}; 404 Cache-Control "
+        f"{missing.headers.get('cache-control')!r}; page 412 {page_412.status} {page_type.split(';')[0]}; "
+        f"stylesheet ETag {'yes' if css_tag else 'no'}, revalidated {css_304.status}",
+        guarded.status == 412
+        and not_utf8.status == 400
+        and missing.headers.get("cache-control") == "no-cache"
+        and page_412.status == 412
+        and page_type.startswith("text/html")
+        and bool(css_tag)
+        and css_304.status == 304,
+    )
+
+
 def _well_formed(r: Reply) -> bool:
     return (
         bool(r.headers.get("date"))
@@ -1228,6 +1258,7 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 target_authority(client),
                 protocol_replies(client),
                 conditionals(client),
+                validator_edges(client),
                 page_edges(client, thresholds.ask.max_question_chars),
                 aborted_uploads(client, logs.files[-1]),
             ]

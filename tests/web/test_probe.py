@@ -188,6 +188,7 @@ def client(project, index, embedder, tmp_path_factory):
         probe.content_types,
         probe.content_coding,
         probe.bidi_question,
+        probe.validator_edges,
         probe.invisible_question,
         probe.relative_redirect,
         probe.nosniff,
