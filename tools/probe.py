@@ -736,6 +736,30 @@ def aborted_uploads(client: Client, log: Path) -> Case:
     )
 
 
+UPGRADES = 20  # websocket upgrade requests sent to count the log lines they cost
+
+
+def upgrade_requests(client: Client, log: Path) -> Case:
+    """``Upgrade: websocket`` requests: served as plain HTTP (RFC 9110 section 7.8), and the
+    server's output gains no WARNING line for them (uvicorn wrote two per request)."""
+    offset = log.stat().st_size
+    head = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, close\r\nUpgrade: websocket"
+    replies = [client.send(_raw(client, head + "\r\nSec-WebSocket-Version: 13")) for _ in range(UPGRADES)]
+    time.sleep(0.2)  # the server's output is flushed line by line
+    with log.open("rb") as f:
+        f.seek(offset)
+        lines = f.read().decode("utf-8", errors="replace").splitlines()
+    # uvicorn's lines: "WARNING:  Unsupported upgrade request." and its package advice
+    warnings = sum(1 for line in lines if "WARNING" in line or "upgrade" in line.lower())
+    statuses = Counter(str(r.status) for r in replies)
+    return Case(
+        f"{UPGRADES} requests with Upgrade: websocket",
+        "each served as plain HTTP; no WARNING line in the server's output",
+        f"statuses {dict(statuses)}; {warnings} WARNING lines",
+        warnings == 0 and all(r.status is not None and r.status < 500 for r in replies),
+    )
+
+
 def idle_connection(port: int) -> tuple[bytes, float]:
     """A connection that sends nothing: what arrives before it closes, and when."""
     started = time.monotonic()
@@ -1261,6 +1285,7 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 validator_edges(client),
                 page_edges(client, thresholds.ask.max_question_chars),
                 aborted_uploads(client, logs.files[-1]),
+                upgrade_requests(client, logs.files[-1]),
             ]
             slow = {k: f.result(timeout=SLOW_BOUND_S + 30) for k, f in waits.items()}
             cases.append(idle_case(*idle.result(timeout=SLOW_BOUND_S + 30)))

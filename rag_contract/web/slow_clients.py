@@ -24,6 +24,8 @@ limiter's sight; and request heads checked before the app sees them (``framing.p
   other than HTTP/1.x refused with their status, and the connection closed). Every reply the
   protocol writes itself (those refusals, what h11 cannot parse, the 408) is ``protocol_reply``:
   ``Date``, ``nosniff`` and ``Content-Length``, as the app's replies carry.
+- Upgrades: a request asking to ``Upgrade`` (a websocket) is served as plain HTTP without a
+  log line (uvicorn wrote two WARNINGs per request, before the rate limiter).
 - Body: ``read_bounded`` (``bounded_body.py``) takes a deadline for the whole body; ``POST
   /ask`` answers 408 and closes the connection when the body has not arrived within
   ``BODY_TIMEOUT_S`` of the handler starting to read it.
@@ -88,6 +90,13 @@ class HeaderDeadlineH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         self._heard = self._heard or bool(data)
         super().data_received(data)
+
+    def _unsupported_upgrade_warning(self) -> None:
+        # uvicorn logs two WARNING lines per request asking to upgrade (one telling operators to
+        # install a websocket library the service does not need), before the rate limiter sees it:
+        # a log flood any client can send. The request is served as plain HTTP, as RFC 9110
+        # section 7.8 allows (a server MAY ignore Upgrade): nothing to warn anyone about.
+        self.logger.debug("ignored an Upgrade request (no protocol to upgrade to)")
 
     def send_400_response(self, msg: str) -> None:
         refused = self.conn.refused if isinstance(self.conn, CheckedConnection) else None

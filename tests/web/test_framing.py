@@ -6,6 +6,7 @@ without an unsolicited 408."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
@@ -176,6 +177,18 @@ def test_connect_is_501_not_an_invalid_target(server):
 def test_a_protocol_reply_carries_date_nosniff_and_its_length(server, request_bytes):
     # RFC 9110 section 6.6.1 (Date), 8.6 (Content-Length); nosniff as on every app reply.
     assert_protocol_reply(_exchange(server.port, request_bytes), 400)
+
+
+def test_upgrade_requests_are_served_as_plain_http_without_a_warning(server, caplog):
+    # RFC 9110 section 7.8: a server MAY ignore Upgrade. uvicorn logged two WARNING lines for
+    # each (one advising a package to install), before any rate limit: a log flood.
+    upgrade = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: %s\r\n"
+    with caplog.at_level(logging.DEBUG, logger="uvicorn.error"):
+        for protocol in (b"websocket", b"h2c"):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+                sock.sendall(upgrade % protocol + b"Sec-WebSocket-Version: 13\r\n\r\n")
+                assert sock.recv(100).startswith(b"HTTP/1.1 200 ")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_host_values_by_rfc_3986_section_3_2_2():

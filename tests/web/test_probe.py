@@ -256,6 +256,14 @@ def test_aborted_uploads_leave_no_traceback_and_a_traceback_turns_the_case_red(s
         assert not probe.aborted_uploads(probe.Client(server.port, probe.Tally()), log).passed
 
 
+def test_upgrade_requests_log_nothing_and_uvicorns_warnings_turn_the_case_red(served_client, client, tmp_path):
+    log = tmp_path / "serve.log"
+    with errors_logged_to(log):
+        assert probe.upgrade_requests(served_client, log).passed
+    with errors_logged_to(log):
+        assert not probe.upgrade_requests(client, log).passed  # uvicorn's own protocol: two per request
+
+
 def test_question_lines_counts_a_question_however_the_url_encodes_it(tmp_path):
     log = tmp_path / "serve.log"
     log.write_text(f'"GET /ask?q={quote_plus(probe.QUESTION)} HTTP/1.1" 200\n{{"route": "/ask"}}\n')
