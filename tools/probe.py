@@ -40,6 +40,7 @@ import hashlib
 import io
 import itertools
 import json
+import os
 import re
 import shutil
 import socket
@@ -339,6 +340,12 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return round(int(line.split()[1]) / 1024, 1)
     raise ProbeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_s(pid: int) -> float:
+    """The process's user and system CPU time so far, in seconds (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- cases on the main server -------------------------------------------------------------
@@ -645,6 +652,70 @@ def validator_edges(client: Client) -> Case:
         and page_type.startswith("text/html")
         and bool(css_tag)
         and css_304.status == 304,
+    )
+
+
+HEAD_REFUSALS = 50  # 12 000-field heads sent to time the server's CPU per refusal
+GOAL_REFUSAL_CPU_MS = 2.0  # what parsing such a head cost before it was refused: ~19-31 ms
+
+
+def _send_in(client: Client, data: bytes, piece: int | None) -> Reply:
+    """``data`` in one write or in ``piece``-byte writes (stopping when the server has closed)."""
+    with socket.create_connection((HOST, client.port), timeout=REQUEST_TIMEOUT_S) as sock:
+        started = time.perf_counter()
+        with contextlib.suppress(OSError):
+            for at in range(0, len(data), piece or len(data)):
+                sock.sendall(data[at : at + (piece or len(data))])
+        raw = b""
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(65536):
+                raw += chunk
+    reply = parse_reply(raw, time.perf_counter() - started)
+    client.tally.add(reply.status)
+    return reply
+
+
+def head_limits(client: Client, pid: int | None = None) -> Case:
+    """RFC 6585 section 5 and RFC 9112 section 7.1.1: heads and trailers bounded on their bytes,
+    in one write or in pieces; with ``pid``, the server's CPU per refused 12 000-field head."""
+    head = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close"
+    chunked = "POST /ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked"
+    body = b'{"question": "What is a URI?"}'
+    many = _raw(client, head + "\r\n" + "a:b\r\n" * 12_000)[:-2]  # 60 KB: one read of the server's
+    cases = {
+        "12 000 fields, one write": (many, None, 431),
+        "12 000 fields, 4 KB pieces": (many, 4096, 431),
+        "a 100 KB field": (_raw(client, head + "\r\nX-Big: " + "a" * 100_000), None, 431),
+        "a 100 KB chunk extension": (
+            _raw(client, chunked, b"%x;e=" % len(body) + b"e" * 100_000 + b"\r\n" + body + b"\r\n0\r\n\r\n"),
+            None,
+            400,
+        ),
+        "10 000 trailer fields": (
+            _raw(client, chunked, b"%x\r\n" % len(body) + body + b"\r\n0\r\n" + b"a:b\r\n" * 10_000 + b"\r\n"),
+            None,
+            431,
+        ),
+    }
+    replies = {name: _send_in(client, data, piece) for name, (data, piece, _) in cases.items()}
+    ok = all(replies[name].status == status for name, (_, _, status) in cases.items())
+    observed = "; ".join(f"{name} {r.status}" for name, r in replies.items())
+    figures: dict[str, Any] = {}
+    if pid is not None:
+        before = cpu_s(pid)
+        for _ in range(HEAD_REFUSALS):
+            _send_in(client, _raw(client, head + "\r\n" + "a:b\r\n" * 12_000)[:-2], None)
+        per_ms = (cpu_s(pid) - before) * 1000 / HEAD_REFUSALS
+        figures = {"refusal_cpu_ms": round(per_ms, 2), "refusals": HEAD_REFUSALS}
+        observed += f"; server CPU {per_ms:.2f} ms per refused 12 000-field head ({HEAD_REFUSALS} sent)"
+        ok = ok and per_ms <= GOAL_REFUSAL_CPU_MS
+    return Case(
+        "heads and trailers over the limits, in one write and in pieces (RFC 6585 5, RFC 9112 7.1.1)",
+        "431 for 12 000 fields (either way), a 100 KB field and 10 000 trailer fields; 400 for a 100 KB chunk "
+        f"extension; a refusal costs the server at most {GOAL_REFUSAL_CPU_MS:g} ms of CPU",
+        observed,
+        ok,
+        figures,
     )
 
 
@@ -1265,6 +1336,7 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
             idle = pool.submit(idle_connection, port)
             stuck = pool.submit(never_reads, client)
             cases.append(oversized_bodies(client, proc.pid))
+            cases.append(head_limits(client, proc.pid))
             cases += [
                 unknown_ids(client),
                 long_id(client),

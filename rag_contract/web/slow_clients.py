@@ -12,14 +12,18 @@ limiter's sight; and request heads checked before the app sees them (``framing.p
   section 9.5 lets either side close an idle connection at any time). uvicorn's own
   ``timeout_keep_alive`` does not cover this: it is cancelled by the first byte received, so a
   client sending one header byte a minute was held for ever. The size of the headers is
-  bounded by h11 (``h11_max_incomplete_event_size``, 16 KiB).
+  bounded before h11 parses them (``framing.HeadLimits``: h11 bounds only a head still
+  incomplete, so one sent in a single write was parsed whole, whatever its size).
 - Reading responses: the second timer is armed when the transport's write buffer passes its
   high-water mark (the client has stopped reading: the kernel's buffers are full too) and
   cancelled when it drains. If nothing of it was sent in the ``write_timeout_s`` since (the
   client read nothing) the connection is aborted, its buffers dropped; a client that reads,
   however slowly, gets the next such period. Without it, a client that pipelines requests and reads nothing
   held its connection, and a handler blocked on the write, for as long as it liked.
-- Heads: every request h11 parses goes through ``framing.CheckedConnection`` (absolute-form
+- Heads: what h11 parses is bounded first, on the bytes however they arrived
+  (``framing.HeadLimits``: a head or trailer section of 16 KiB and 100 fields, else 431; a
+  chunk-size line of 1 KiB, else 400), and every request h11 parses goes through
+  ``framing.CheckedConnection`` (absolute-form
   targets accepted; Content-Length with Transfer-Encoding, an invalid ``Host`` and a version
   other than HTTP/1.x refused with their status, and the connection closed). Every reply the
   protocol writes itself (those refusals, what h11 cannot parse, the 408) is ``protocol_reply``:
@@ -103,7 +107,8 @@ class HeaderDeadlineH11Protocol(H11Protocol):
         # What h11 itself could not parse is uvicorn's 400 with its message; either way the
         # reply is written here, with Date, nosniff and its length (uvicorn's had none of them).
         status, reason = (refused.status, refused.reason) if refused is not None else (400, msg)
-        self.transport.write(protocol_reply(status, reason, self.server_state.default_headers))
+        if self.cycle is None or not self.cycle.response_started:  # a body refused after a reply began: close only
+            self.transport.write(protocol_reply(status, reason, self.server_state.default_headers))
         self.transport.close()
 
     def pause_writing(self) -> None:

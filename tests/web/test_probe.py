@@ -208,7 +208,14 @@ def served_client(project, index, embedder, tmp_path_factory):
 
 @pytest.mark.parametrize(
     "case",
-    [probe.smuggling, probe.request_targets, probe.methods_and_forms, probe.target_authority, probe.protocol_replies],
+    [
+        probe.smuggling,
+        probe.request_targets,
+        probe.methods_and_forms,
+        probe.target_authority,
+        probe.protocol_replies,
+        probe.head_limits,
+    ],
 )
 def test_the_rfc_9112_cases_pass_against_the_served_protocol_and_fail_without_it(served_client, client, case):
     assert case(served_client).passed
