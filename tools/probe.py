@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import hashlib
 import io
 import itertools
 import json
+import os
 import re
 import shutil
 import socket
@@ -340,6 +342,12 @@ def rss_mb(pid: int) -> float:
     raise ProbeError(f"no VmRSS for pid {pid}")
 
 
+def cpu_s(pid: int) -> float:
+    """The process's user and system CPU time so far, in seconds (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # --- cases on the main server -------------------------------------------------------------
 
 
@@ -394,6 +402,41 @@ def content_types(client: Client) -> Case:
         "415 each",
         ", ".join(r.brief() for r in replies),
         all(r.status == 415 for r in replies),
+    )
+
+
+def bidi_question(client: Client) -> Case:
+    """A question holding U+202E (RIGHT-TO-LEFT OVERRIDE), posted and asked as a page: refused,
+    and the control is in no reply (a display spoof otherwise)."""
+    question = "What is a \u202eURI?"
+    posted = client.post_json("/ask", {"question": question})
+    page = client.get("/ask?q=" + quote_plus(question))
+    echoed = [r for r in (posted, page) if "\u202e".encode() in r.body or b"\\u202e" in r.body.lower()]
+    return Case(
+        "a question holding U+202E, posted and as a page",
+        "422 question_bidi_control each; the control in no reply",
+        f"POST {posted.brief()}, page {page.status}; echoed in {len(echoed)}",
+        posted.status == 422
+        and posted.json().get("reason") == "question_bidi_control"
+        and page.status == 422
+        and not echoed,
+    )
+
+
+def content_coding(client: Client) -> Case:
+    """RFC 9110 sections 8.4 and 15.5.16: a content-coded /ask body is not read."""
+    plain = json.dumps({"question": "What is a URI?"}).encode()
+    replies = [
+        client.send(client.prepared("POST", "/ask", {"Content-Type": "application/json", "Content-Encoding": c}, b))
+        for c, b in (("gzip", plain), ("gzip", gzip.compress(plain)))
+    ]
+    return Case(
+        "POST /ask with Content-Encoding: gzip, the body plain and gzipped (RFC 9110 8.4)",
+        "415 content_encoding_not_supported each, with Accept-Encoding: identity",
+        ", ".join(
+            f"{r.status} {r.json().get('reason')} Accept-Encoding {r.headers.get('accept-encoding')!r}" for r in replies
+        ),
+        all(r.status == 415 and r.headers.get("accept-encoding") == "identity" for r in replies),
     )
 
 
@@ -545,6 +588,162 @@ def request_targets(client: Client) -> Case:
     )
 
 
+def methods_and_forms(client: Client) -> Case:
+    """RFC 9110 sections 9.1 and 10.2.1, RFC 9112 sections 2.2, 3.2.4 and 3.2.3: what a method
+    or a request-target form the server does not serve is told."""
+    put = client.send(client.prepared("PUT", "/ask"))
+    unknown = client.send(client.prepared("BREW", "/ask"))
+    star = client.send(_raw(client, "GET * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close"))
+    blank = client.send(b"\r\n" + client.prepared("GET", "/health"))
+    tunnel = client.send(_raw(client, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443"))
+    allow = put.headers.get("allow")
+    return Case(
+        "methods and target forms (RFC 9110 9.1, 10.2.1; RFC 9112 2.2, 3.2.4, 3.2.3)",
+        "PUT /ask 405 with Allow: GET, HEAD, POST; an unknown method 501; GET * 400; "
+        "an empty line before the request line ignored (200); CONNECT 501",
+        f"PUT {put.status} Allow {allow!r}; BREW {unknown.status}; GET * {star.status}; "
+        f"empty line first {blank.status}; CONNECT {tunnel.status}",
+        put.status == 405
+        and allow == "GET, HEAD, POST"
+        and unknown.status == 501
+        and star.status == 400
+        and blank.status == 200
+        and tunnel.status == 501,
+    )
+
+
+def target_authority(client: Client) -> Case:
+    """RFC 9110 sections 7.4 and 4.2.4: an https target on this plain connection, and userinfo in an
+    absolute-form target."""
+    https = client.get(f"https://{HOST}:{client.port}/health")
+    userinfo = client.get(f"http://user:secret@{HOST}:{client.port}/health")
+    return Case(
+        "an https target on a plain connection, userinfo in the target (RFC 9110 7.4, 4.2.4)",
+        "421 for the https target; 400 for the userinfo",
+        f"https {https.status}; userinfo {userinfo.status}",
+        https.status == 421 and userinfo.status == 400,
+    )
+
+
+def validator_edges(client: Client) -> Case:
+    """RFC 9110 sections 13.1.1 and 15.1: the smaller edges of the conditional and error replies."""
+    guarded = client.send(
+        client.prepared(
+            "POST", "/ask", {"Content-Type": "application/json", "If-Match": '"any"'}, b'{"question": "What is a URI?"}'
+        )
+    )
+    not_utf8 = client.get("/ask?q=%ff")
+    missing = client.get("/no/such/path")
+    page_412 = client.get("/", {"If-Match": '"other"'})
+    css = client.get("/static/site.css")
+    css_tag = css.headers.get("etag", "")
+    css_304 = client.get("/static/site.css", {"If-None-Match": css_tag})
+    page_type = page_412.headers.get("content-type", "")
+    return Case(
+        "If-Match on POST /ask, a query not UTF-8, a 404's caching, a page's 412, the stylesheet's validator",
+        "412; 400; Cache-Control: no-cache; 412 as text/html; an ETag and 304 on revalidation",
+        f"POST /ask If-Match {guarded.status}; GET /ask?q=%ff {not_utf8.status}; 404 Cache-Control "
+        f"{missing.headers.get('cache-control')!r}; page 412 {page_412.status} {page_type.split(';')[0]}; "
+        f"stylesheet ETag {'yes' if css_tag else 'no'}, revalidated {css_304.status}",
+        guarded.status == 412
+        and not_utf8.status == 400
+        and missing.headers.get("cache-control") == "no-cache"
+        and page_412.status == 412
+        and page_type.startswith("text/html")
+        and bool(css_tag)
+        and css_304.status == 304,
+    )
+
+
+HEAD_REFUSALS = 50  # 12 000-field heads sent to time the server's CPU per refusal
+GOAL_REFUSAL_CPU_MS = 2.0  # what parsing such a head cost before it was refused: ~19-31 ms
+
+
+def _send_in(client: Client, data: bytes, piece: int | None) -> Reply:
+    """``data`` in one write or in ``piece``-byte writes (stopping when the server has closed)."""
+    with socket.create_connection((HOST, client.port), timeout=REQUEST_TIMEOUT_S) as sock:
+        started = time.perf_counter()
+        with contextlib.suppress(OSError):
+            for at in range(0, len(data), piece or len(data)):
+                sock.sendall(data[at : at + (piece or len(data))])
+        raw = b""
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(65536):
+                raw += chunk
+    reply = parse_reply(raw, time.perf_counter() - started)
+    client.tally.add(reply.status)
+    return reply
+
+
+def head_limits(client: Client, pid: int | None = None) -> Case:
+    """RFC 6585 section 5 and RFC 9112 section 7.1.1: heads and trailers bounded on their bytes,
+    in one write or in pieces; with ``pid``, the server's CPU per refused 12 000-field head."""
+    head = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close"
+    chunked = "POST /ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked"
+    body = b'{"question": "What is a URI?"}'
+    many = _raw(client, head + "\r\n" + "a:b\r\n" * 12_000)[:-2]  # 60 KB: one read of the server's
+    cases = {
+        "12 000 fields, one write": (many, None, 431),
+        "12 000 fields, 4 KB pieces": (many, 4096, 431),
+        "a 100 KB field": (_raw(client, head + "\r\nX-Big: " + "a" * 100_000), None, 431),
+        "a 100 KB chunk extension": (
+            _raw(client, chunked, b"%x;e=" % len(body) + b"e" * 100_000 + b"\r\n" + body + b"\r\n0\r\n\r\n"),
+            None,
+            400,
+        ),
+        "10 000 trailer fields": (
+            _raw(client, chunked, b"%x\r\n" % len(body) + body + b"\r\n0\r\n" + b"a:b\r\n" * 10_000 + b"\r\n"),
+            None,
+            431,
+        ),
+    }
+    replies = {name: _send_in(client, data, piece) for name, (data, piece, _) in cases.items()}
+    ok = all(replies[name].status == status for name, (_, _, status) in cases.items())
+    observed = "; ".join(f"{name} {r.status}" for name, r in replies.items())
+    figures: dict[str, Any] = {}
+    if pid is not None:
+        before = cpu_s(pid)
+        for _ in range(HEAD_REFUSALS):
+            _send_in(client, _raw(client, head + "\r\n" + "a:b\r\n" * 12_000)[:-2], None)
+        per_ms = (cpu_s(pid) - before) * 1000 / HEAD_REFUSALS
+        figures = {"refusal_cpu_ms": round(per_ms, 2), "refusals": HEAD_REFUSALS}
+        observed += f"; server CPU {per_ms:.2f} ms per refused 12 000-field head ({HEAD_REFUSALS} sent)"
+        ok = ok and per_ms <= GOAL_REFUSAL_CPU_MS
+    return Case(
+        "heads and trailers over the limits, in one write and in pieces (RFC 6585 5, RFC 9112 7.1.1)",
+        "431 for 12 000 fields (either way), a 100 KB field and 10 000 trailer fields; 400 for a 100 KB chunk "
+        f"extension; a refusal costs the server at most {GOAL_REFUSAL_CPU_MS:g} ms of CPU",
+        observed,
+        ok,
+        figures,
+    )
+
+
+def _well_formed(r: Reply) -> bool:
+    return (
+        bool(r.headers.get("date"))
+        and r.headers.get("x-content-type-options") == "nosniff"
+        and r.headers.get("content-length") == str(len(r.body))
+    )
+
+
+def protocol_replies(client: Client) -> Case:
+    """RFC 9110 sections 6.6.1 and 8.6: the replies the protocol writes itself (a refused head,
+    one h11 cannot parse) carry Date, nosniff and their length, as the app's do."""
+    refused = client.send(_raw(client, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.2"))
+    unparsable = client.send(_raw(client, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nbad header"))
+    replies = {"refused": refused, "unparsable": unparsable}
+    return Case(
+        "the protocol's own 400s: Date, nosniff, Content-Length (RFC 9110 6.6.1, 8.6)",
+        "400 each, with Date, X-Content-Type-Options: nosniff and a Content-Length equal to the body's",
+        "; ".join(
+            f"{k} {r.status} " + ("all three" if _well_formed(r) else f"fields {sorted(r.headers)}")
+            for k, r in replies.items()
+        ),
+        all(r.status == 400 and _well_formed(r) for r in replies.values()),
+    )
+
+
 def conditionals(client: Client) -> Case:
     """RFC 9110 sections 13.1.1 (If-Match, strong comparison) and 5.3 (a field on two lines is one list)."""
     first = client.get("/questions")
@@ -605,6 +804,30 @@ def aborted_uploads(client: Client, log: Path) -> Case:
         "no traceback and no 'Exception in ASGI' in the server's output",
         f"{found} found",
         found == 0,
+    )
+
+
+UPGRADES = 20  # websocket upgrade requests sent to count the log lines they cost
+
+
+def upgrade_requests(client: Client, log: Path) -> Case:
+    """``Upgrade: websocket`` requests: served as plain HTTP (RFC 9110 section 7.8), and the
+    server's output gains no WARNING line for them (uvicorn wrote two per request)."""
+    offset = log.stat().st_size
+    head = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, close\r\nUpgrade: websocket"
+    replies = [client.send(_raw(client, head + "\r\nSec-WebSocket-Version: 13")) for _ in range(UPGRADES)]
+    time.sleep(0.2)  # the server's output is flushed line by line
+    with log.open("rb") as f:
+        f.seek(offset)
+        lines = f.read().decode("utf-8", errors="replace").splitlines()
+    # uvicorn's lines: "WARNING:  Unsupported upgrade request." and its package advice
+    warnings = sum(1 for line in lines if "WARNING" in line or "upgrade" in line.lower())
+    statuses = Counter(str(r.status) for r in replies)
+    return Case(
+        f"{UPGRADES} requests with Upgrade: websocket",
+        "each served as plain HTTP; no WARNING line in the server's output",
+        f"statuses {dict(statuses)}; {warnings} WARNING lines",
+        warnings == 0 and all(r.status is not None and r.status < 500 for r in replies),
     )
 
 
@@ -1113,10 +1336,13 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
             idle = pool.submit(idle_connection, port)
             stuck = pool.submit(never_reads, client)
             cases.append(oversized_bodies(client, proc.pid))
+            cases.append(head_limits(client, proc.pid))
             cases += [
                 unknown_ids(client),
                 long_id(client),
                 content_types(client),
+                content_coding(client),
+                bidi_question(client),
                 invisible_question(client),
                 relative_redirect(client),
                 nosniff(client),
@@ -1124,9 +1350,14 @@ def main_server_cases(root: Path, tmp: Path, logs: Logs, tally: Tally) -> tuple[
                 injection_phrasings(client, root),
                 smuggling(client),
                 request_targets(client),
+                methods_and_forms(client),
+                target_authority(client),
+                protocol_replies(client),
                 conditionals(client),
+                validator_edges(client),
                 page_edges(client, thresholds.ask.max_question_chars),
                 aborted_uploads(client, logs.files[-1]),
+                upgrade_requests(client, logs.files[-1]),
             ]
             slow = {k: f.result(timeout=SLOW_BOUND_S + 30) for k, f in waits.items()}
             cases.append(idle_case(*idle.result(timeout=SLOW_BOUND_S + 30)))

@@ -20,7 +20,7 @@ import sys
 import threading
 from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app, multiprocess
 
@@ -137,8 +137,40 @@ METRICS_TIMEOUT_S = 5.0
 METRICS_MAX_CONNECTIONS = 16
 
 
+class _NamelessServerHandler(ServerHandler):
+    server_software = ""  # falsy: wsgiref then writes no Server field
+
+
 class _TimedHandler(WSGIRequestHandler):
+    """wsgiref's handler with a timeout and no ``Server`` field: ``WSGIServer/0.2 CPython/3.11.7``
+    told anyone who reached the port which interpreter, to the patch release, to aim at
+    (RFC 9110 section 10.2.4: a server MAY omit it, and detail helps attackers)."""
+
     timeout = METRICS_TIMEOUT_S  # set on the socket: every read and write of the connection
+
+    def handle(self) -> None:
+        # WSGIRequestHandler.handle, with the nameless ServerHandler: the class is not a parameter.
+        self.raw_requestline = self.rfile.readline(65537)
+        if len(self.raw_requestline) > 65536:
+            self.requestline, self.request_version, self.command = "", "", ""
+            self.send_error(414)
+            return
+        if not self.parse_request():
+            return
+        # wfile is a socket writer (typeshed: BufferedIOBase), what wsgiref's own handle passes.
+        handler = _NamelessServerHandler(
+            self.rfile,
+            self.wfile,  # type: ignore[arg-type]
+            self.get_stderr(),
+            self.get_environ(),
+            multithread=False,
+        )
+        handler.request_handler = self  # type: ignore[attr-defined]  # wsgiref's back-pointer for its log line
+        handler.run(self.server.get_app())  # type: ignore[attr-defined]
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if keyword.lower() != "server":  # the error replies http.server writes itself
+            super().send_header(keyword, value)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         """Nothing per request (a scrape every few seconds)."""

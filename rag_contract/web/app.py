@@ -84,7 +84,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import jinja2
 from starlette.applications import Starlette
@@ -116,8 +116,11 @@ from rag_contract.index.store import Index
 from rag_contract.observability.observer import Observer
 from rag_contract.web.admission import Admission, AdmissionLimits, Shed
 from rag_contract.web.bounded_body import BodyAborted, BodyTimeout, BodyTooLarge, read_bounded
+from rag_contract.web.content_coding import ACCEPTED, coding_refusal
 from rag_contract.web.direct_route import DirectRoute
+from rag_contract.web.display_safe import bidi_refusal, without_bidi
 from rag_contract.web.fixed_answers import FixedAnswers, Served, encode
+from rag_contract.web.methods import SERVER_WIDE, allowed, recognised
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.refusal_pacing import RefusalPacing
@@ -422,22 +425,37 @@ def _headers(version: str | None, extra: Mapping[str, str] | None = None) -> dic
     return headers
 
 
-def _validated(request: Request, tag: str, version: str | None, extra: Mapping[str, str] | None = None):
+def _validated(
+    request: Request,
+    tag: str,
+    version: str | None,
+    extra: Mapping[str, str] | None = None,
+    page: WebState | None = None,
+):
     """(headers, 412, 304 or None): the validator headers every 2xx of a route carries, and the
     412 when ``If-Match`` is false for ``tag``, else the 304 when ``If-None-Match`` is (RFC 9110
-    sections 13.2.2, 15.4.5, 15.5.13)."""
+    sections 13.2.2, 15.4.5, 15.5.13). With ``page`` (a route that answers HTML) the 412 is a
+    page too: a reader's browser shows it, and a JSON body where a page was asked is neither."""
     headers = _headers(version, {"ETag": tag, **(extra or {})})
     status = conditional_status(_field(request.scope, b"if-match"), _field(request.scope, b"if-none-match"), tag)
     if status == 412:
+        if page is not None:
+            return headers, _page(page, "precondition_failed.html", 412, headers=extra, detail=_PRECONDITION_DETAIL)
         return headers, _precondition_failed()
     if status == 304:
         return headers, Response(status_code=304, headers=headers)
     return headers, None
 
 
+_PRECONDITION_DETAIL = "If-Match names no current representation of this resource (weak tags never match it)"
+
+
+def _precondition_failed_body() -> dict[str, str]:
+    return {"error": "precondition_failed", "detail": _PRECONDITION_DETAIL}
+
+
 def _precondition_failed() -> JSONResponse:
-    detail = "If-Match names no current representation of this resource (weak tags never match it)"
-    return _json({"error": "precondition_failed", "detail": detail}, 412)
+    return _json(_precondition_failed_body(), 412)
 
 
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
@@ -472,9 +490,19 @@ def presentation_fingerprint(templates: Path, max_question_chars: int, about: Ab
     return entity_tag(parts, weak=False)
 
 
+def utf8_query(query_string: bytes) -> bool:
+    """Whether every name and value of ``query_string`` is UTF-8 once percent-decoded."""
+    try:
+        parse_qsl(query_string.decode("latin-1"), keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def echoed(key: str) -> str:
     """``key`` as a reply may repeat it: at most ``ECHO_MAX_CHARS`` characters, a longer one
-    cut and marked with its length."""
+    cut and marked with its length, bidirectional controls removed."""
+    key = without_bidi(key)  # an echoed id is never a display spoof (display_safe.py)
     if len(key) <= ECHO_MAX_CHARS:
         return key
     return f"{key[:ECHO_MAX_CHARS]}... ({len(key)} characters)"
@@ -526,6 +554,7 @@ class WebState:
     listing: Listing
     templates: jinja2.Environment
     css: str
+    css_tag: str  # strong: a digest of the stylesheet's bytes
     warmup: Callable[[], object] | None
     fixed: FixedAnswers[Outcome]
     presentation: str  # presentation_fingerprint: an input of every page's entity tag
@@ -673,6 +702,13 @@ async def post_ask(request: Request) -> Response:
         return await _shed(request, shed, {"Connection": "close"})
     try:
         require_json(request.headers.get("content-type"))
+        if (coded := coding_refusal(request.headers.getlist("content-encoding"))) is not None:
+            return _json(coded.as_dict(), coded.status, extra={**ACCEPTED, "Connection": "close"})
+        if_match = _field(request.scope, b"if-match")
+        if if_match is not None and if_match.strip() != "*":
+            # RFC 9110 section 13.1.1: /ask has a representation (the question page) but no
+            # entity tag, so no tag listed can match: 412 before the body is read (13.2.2).
+            return _json(_precondition_failed_body(), 412, extra={"Connection": "close"})
         try:
             body = await read_bounded(request, max_body_bytes(max_chars), web.body_timeout_s)
         except BodyTooLarge as exc:
@@ -683,6 +719,8 @@ async def post_ask(request: Request) -> Response:
             # No one is left to read this (the server drops it); it only keeps the log clean.
             raise AskRejected(400, "body_aborted", str(exc)) from None
         question = read_question(body, max_chars)
+        if (spoof := bidi_refusal(question)) is not None:
+            raise spoof
     except AskRejected as exc:
         # The rest of a refused body is never read: close rather than drain it for keep-alive.
         close = {"Connection": "close"} if exc.status in (408, 413, 415) or exc.reason == "body_aborted" else None
@@ -708,15 +746,23 @@ async def get_ask_page(request: Request) -> Response:
 async def _ask_page(request: Request) -> Response:
     web = _web(request)
     raw = request.query_params.get("q")
+    if not utf8_query(request.scope["query_string"]):
+        # POST /ask refuses a body that is not UTF-8; the same question in the URL is the same
+        # input, not one to read with its bytes replaced by U+FFFD.
+        error = AskRejected(400, "query_not_utf8", "the query string is not UTF-8 once percent-decoded")
+        return _page(web, "ask.html", 400, asked=None, error=error.as_dict())
     if raw is None:
         return _page(web, "ask.html", 200, asked=None, error=None)
     try:
         question = validate_question({"question": raw}, web.max_question_chars)
+        if (spoof := bidi_refusal(question)) is not None:
+            raise spoof
     except AskRejected as exc:
         # The box is refilled with what was asked, up to the limit: a page never grows with the URL.
         # Here the question is the target: too long is 414 URI Too Long (RFC 9110 section 15.5.15).
         status = 414 if exc.status == 413 else exc.status
-        return _page(web, "ask.html", status, asked=raw[: web.max_question_chars], error=exc.as_dict())
+        asked = without_bidi(raw[: web.max_question_chars])
+        return _page(web, "ask.html", status, asked=asked, error=exc.as_dict())
     try:
         async with web.admission.slot():
             outcome = await run_in_threadpool(run_answer, web.ask_service, question, None)
@@ -747,7 +793,7 @@ async def get_section(request: Request) -> Response:
     kind = "json" if as_json else "html"
     assert reply.index_version is not None  # a 200 carries the acquired index's version
     tag = entity_tag(["section", kind, web.presentation, reply.index_version, section_id], weak=False)
-    headers, conditional_reply = _validated(request, tag, reply.index_version, vary)
+    headers, conditional_reply = _validated(request, tag, reply.index_version, vary, None if as_json else web)
     if conditional_reply:
         return conditional_reply
     if as_json:
@@ -765,11 +811,12 @@ async def get_sections_page(request: Request) -> Response:
         return _page(web, "unavailable.html", 503, detail=web.registry.load_error or "no index is installed")
     # Strong: the rows are a function of the index version and the word; the layout of the presentation.
     tag = entity_tag(["sections", web.presentation, index.version, grep], weak=False)
-    headers, conditional_reply = _validated(request, tag, index.version)
+    headers, conditional_reply = _validated(request, tag, index.version, page=web)
     if conditional_reply:
         return conditional_reply
     rows = section_rows(index.sections.values(), grep)
-    shown = grep.strip()[:ECHO_MAX_CHARS]  # the box is refilled, up to a length: a page never grows with the URL
+    # the box is refilled, up to a length (a page never grows with the URL) and never with a display spoof
+    shown = without_bidi(grep.strip())[:ECHO_MAX_CHARS]
     return _page(
         web,
         "sections.html",
@@ -808,7 +855,7 @@ async def get_index_page(request: Request) -> Response:
     page = web.listing.rendered(rows, functools.partial(render_listing, web))
     if page.tag is None:
         return _html(page.html, page.http_status)
-    headers, conditional_reply = _validated(request, page.tag, None)
+    headers, conditional_reply = _validated(request, page.tag, None, page=web)
     return conditional_reply or _html(page.html, 200, headers=headers)
 
 
@@ -847,7 +894,7 @@ async def get_question_page(request: Request) -> Response:
     note(request.scope, answer, served.budget)
     # Weak, as the answer's: the page shows the budget of the request that rendered it.
     tag = entity_tag(["page", served.entity.etag, web.presentation, str(q.answerable)], weak=True)
-    headers, conditional_reply = _validated(request, tag, answer.index_version)
+    headers, conditional_reply = _validated(request, tag, answer.index_version, page=web)
     return conditional_reply or _page(
         web,
         "question.html",
@@ -860,15 +907,38 @@ async def get_question_page(request: Request) -> Response:
 
 
 async def get_css(request: Request) -> Response:
-    headers = {"Cache-Control": "max-age=300", **_JSON_HEADERS}  # nosniff: a stylesheet only as text/css
-    return Response(_web(request).css, media_type="text/css", headers=headers)
+    """The stylesheet, fresh for 300 s, then revalidated by its strong tag (a digest of its bytes)."""
+    web = _web(request)
+    tag_headers = {"ETag": web.css_tag, **_JSON_HEADERS}  # nosniff: a stylesheet only as text/css
+    headers = {"Cache-Control": "max-age=300", **tag_headers}
+    status = conditional_status(
+        _field(request.scope, b"if-match"), _field(request.scope, b"if-none-match"), web.css_tag
+    )
+    if status == 412:
+        return _precondition_failed()
+    if status == 304:
+        return Response(status_code=304, headers=headers)
+    return Response(web.css, media_type="text/css", headers=headers)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
-    # Unknown paths and wrong methods: the same JSON error shape as the routes.
+    """Unknown paths and wrong methods, in the same JSON error shape as the routes: a method
+    the server does not recognise is 501 (RFC 9110 section 9.1), a known one the path does not
+    allow 405 with every method the path's routes allow (section 10.2.1); ``OPTIONS *`` is
+    told what the server supports (section 9.3.7)."""
     assert isinstance(exc, HTTPException)
+    method = request.method
+    if not recognised(method):
+        detail = f"the method {echoed(method)} is not implemented here"
+        return _json({"error": "not_implemented", "detail": detail}, 501)
+    if request.scope["path"] == "*" and method == "OPTIONS":
+        return Response(status_code=204, headers={"Allow": ", ".join(SERVER_WIDE)})
     error = "not_found" if exc.status_code == 404 else "http_error"
-    headers = {**_JSON_HEADERS, **(exc.headers or {})}
+    # no-cache as on every error of the routes: a 404 and a 405 are heuristically cacheable
+    # (RFC 9110 section 15.1), and a route or method added by a release would not be seen.
+    headers = {**_JSON_HEADERS, "Cache-Control": CACHE_CONTROL, **(exc.headers or {})}
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed(request.app.router.routes, request.scope))
     return JSONResponse({"error": error, "detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
@@ -934,6 +1004,7 @@ def create_app(
     rl, a = thresholds.rate_limit, thresholds.admission
     qbody = questions_body(questions)
     example = ask_example(questions)
+    css = (TEMPLATES / "site.css").read_text(encoding="utf-8")
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
     app = Starlette(
         routes=list(ROUTES),
@@ -962,7 +1033,8 @@ def create_app(
         status=status,
         listing=Listing(registry, functools.partial(answer_all, fixed, questions)),
         templates=_templates(about, example),
-        css=(TEMPLATES / "site.css").read_text(encoding="utf-8"),
+        css=css,
+        css_tag=entity_tag([css], weak=False),
         warmup=warmup,
         fixed=fixed,
         presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars, about, example),

@@ -12,16 +12,24 @@ limiter's sight; and request heads checked before the app sees them (``framing.p
   section 9.5 lets either side close an idle connection at any time). uvicorn's own
   ``timeout_keep_alive`` does not cover this: it is cancelled by the first byte received, so a
   client sending one header byte a minute was held for ever. The size of the headers is
-  bounded by h11 (``h11_max_incomplete_event_size``, 16 KiB).
+  bounded before h11 parses them (``framing.HeadLimits``: h11 bounds only a head still
+  incomplete, so one sent in a single write was parsed whole, whatever its size).
 - Reading responses: the second timer is armed when the transport's write buffer passes its
   high-water mark (the client has stopped reading: the kernel's buffers are full too) and
   cancelled when it drains. If nothing of it was sent in the ``write_timeout_s`` since (the
   client read nothing) the connection is aborted, its buffers dropped; a client that reads,
   however slowly, gets the next such period. Without it, a client that pipelines requests and reads nothing
   held its connection, and a handler blocked on the write, for as long as it liked.
-- Heads: every request h11 parses goes through ``framing.CheckedConnection`` (absolute-form
+- Heads: what h11 parses is bounded first, on the bytes however they arrived
+  (``framing.HeadLimits``: a head or trailer section of 16 KiB and 100 fields, else 431; a
+  chunk-size line of 1 KiB, else 400), and every request h11 parses goes through
+  ``framing.CheckedConnection`` (absolute-form
   targets accepted; Content-Length with Transfer-Encoding, an invalid ``Host`` and a version
-  other than HTTP/1.x refused with their status, and the connection closed).
+  other than HTTP/1.x refused with their status, and the connection closed). Every reply the
+  protocol writes itself (those refusals, what h11 cannot parse, the 408) is ``protocol_reply``:
+  ``Date``, ``nosniff`` and ``Content-Length``, as the app's replies carry.
+- Upgrades: a request asking to ``Upgrade`` (a websocket) is served as plain HTTP without a
+  log line (uvicorn wrote two WARNINGs per request, before the rate limiter).
 - Body: ``read_bounded`` (``bounded_body.py``) takes a deadline for the whole body; ``POST
   /ask`` answers 408 and closes the connection when the body has not arrived within
   ``BODY_TIMEOUT_S`` of the handler starting to read it.
@@ -32,6 +40,7 @@ Idle keep-alive connections are closed by uvicorn after ``timeout_keep_alive`` (
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import h11
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
@@ -43,16 +52,19 @@ HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 10.0
 WRITE_TIMEOUT_S = 10.0
 
-_REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+_PLAIN_TEXT = ((b"content-type", b"text/plain; charset=utf-8"), (b"x-content-type-options", b"nosniff"))
 
 
-def _refusal_reply(status: int, reason: str) -> bytes:
+def protocol_reply(status: int, reason: str, fields: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
+    """A reply written by the protocol itself (no app behind it), then the connection closed:
+    ``fields`` (the server's ``Date``), a plain-text ``reason`` with its length, ``nosniff``
+    as on every reply of the app (RFC 9110 section 6.6.1: an origin server with a clock MUST
+    send ``Date``; section 8.6: a message with a body says its length)."""
     body = reason.encode("ascii", "replace")
-    head = (
-        f"HTTP/1.1 {status} {STATUS_PHRASES[status].decode()}\r\ncontent-type: text/plain; charset=utf-8\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
-    return head.encode("ascii") + body
+    lines = [b"HTTP/1.1 %d %s" % (status, STATUS_PHRASES[status])]
+    own = (*_PLAIN_TEXT, (b"content-length", b"%d" % len(body)), (b"connection", b"close"))
+    lines += [name + b": " + value for name, value in (*fields, *own)]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
 class HeaderDeadlineH11Protocol(H11Protocol):
@@ -75,18 +87,28 @@ class HeaderDeadlineH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
+        if isinstance(self.conn, CheckedConnection):
+            self.conn.scheme = b"https" if self.scheme == "https" else b"http"  # absolute-form targets must match
         self._arm_header_deadline()
 
     def data_received(self, data: bytes) -> None:
         self._heard = self._heard or bool(data)
         super().data_received(data)
 
+    def _unsupported_upgrade_warning(self) -> None:
+        # uvicorn logs two WARNING lines per request asking to upgrade (one telling operators to
+        # install a websocket library the service does not need), before the rate limiter sees it:
+        # a log flood any client can send. The request is served as plain HTTP, as RFC 9110
+        # section 7.8 allows (a server MAY ignore Upgrade): nothing to warn anyone about.
+        self.logger.debug("ignored an Upgrade request (no protocol to upgrade to)")
+
     def send_400_response(self, msg: str) -> None:
         refused = self.conn.refused if isinstance(self.conn, CheckedConnection) else None
-        if refused is None:
-            super().send_400_response(msg)  # what h11 itself could not parse
-            return
-        self.transport.write(_refusal_reply(refused.status, refused.reason))
+        # What h11 itself could not parse is uvicorn's 400 with its message; either way the
+        # reply is written here, with Date, nosniff and its length (uvicorn's had none of them).
+        status, reason = (refused.status, refused.reason) if refused is not None else (400, msg)
+        if self.cycle is None or not self.cycle.response_started:  # a body refused after a reply began: close only
+            self.transport.write(protocol_reply(status, reason, self.server_state.default_headers))
         self.transport.close()
 
     def pause_writing(self) -> None:
@@ -147,5 +169,6 @@ class HeaderDeadlineH11Protocol(H11Protocol):
         if self.cycle is not None and self.cycle is not armed_under:
             return  # the headers arrived; the request is the app's now (bounded by its own rules)
         if self._heard:
-            self.transport.write(_REQUEST_TIMEOUT)
+            reason = f"the request head did not arrive within {self.header_timeout_s:g} s"
+            self.transport.write(protocol_reply(408, reason, self.server_state.default_headers))
         self.transport.close()

@@ -199,3 +199,30 @@ def test_the_metrics_port_ends_unfinished_requests_and_bounds_the_connections_it
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_metrics_port_names_no_server_software():
+    # RFC 9110 section 10.2.4: Server is optional; "WSGIServer/0.2 CPython/3.11.7" named the
+    # interpreter to its patch release. Neither a reply nor an error reply carries it.
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415 - as the served path imports it: lazily
+
+    from rag_contract.observability import metrics  # noqa: PLC0415
+
+    server, _ = metrics.serve_metrics("127.0.0.1", 0, CollectorRegistry())
+    port = server.server_address[1]
+    try:
+        for request in (
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            b"GET / HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n",
+        ):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(request)
+                reply = b""
+                while chunk := sock.recv(65536):
+                    reply += chunk
+            head = reply.split(b"\r\n\r\n", 1)[0].lower()
+            assert head.startswith(b"http/1."), reply[:80]
+            assert b"\r\nserver:" not in head and b"python" not in head, head
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -253,6 +253,46 @@ def test_wrong_method_is_405_json(client):
     assert r.json()["error"] == "http_error"
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("PUT", "/ask", "GET, HEAD, POST"),
+        ("OPTIONS", "/ask", "GET, HEAD, POST"),
+        ("DELETE", "/health", "GET, HEAD"),
+        ("POST", "/answer/q11", "GET, HEAD"),
+    ],
+)
+def test_a_405_allows_every_method_the_path_serves(client, method, path, allow):
+    # RFC 9110 section 10.2.1: Allow lists the methods the target supports; /ask serves
+    # GET and HEAD (the page) beside POST, so "Allow: POST" alone was false.
+    r = client.request(method, path)
+    assert r.status_code == 405
+    assert r.headers["allow"] == allow
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/nowhere"), ("PUT", "/ask"), ("BREW", "/health")])
+def test_a_404_405_or_501_is_revalidated_before_reuse(client, method, path):
+    # RFC 9110 section 15.1: 404 and 405 are heuristically cacheable; no-cache as on every error.
+    assert client.request(method, path).headers["cache-control"] == "no-cache"
+
+
+@pytest.mark.parametrize("query", ["q=%ff", "q=What%20is%20a%20%c3", "q=ok&x=%fe"])
+def test_a_question_page_query_that_is_not_utf8_is_400(client, query):
+    # POST /ask refuses a body that is not UTF-8; the same bytes in the URL were read with U+FFFD.
+    r = client.get(f"/ask?{query}")
+    assert r.status_code == 400
+    assert "query_not_utf8" in r.text
+
+
+@pytest.mark.parametrize("path", ["/ask", "/health", "/nowhere"])
+def test_a_method_the_server_does_not_recognise_is_501(client, path):
+    # RFC 9110 section 9.1: an origin server SHOULD answer an unrecognised method with 501.
+    r = client.request("BREW", path)
+    assert r.status_code == 501
+    assert r.json()["error"] == "not_implemented"
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
 # --- /section/{ref} ----------------------------------------------------------------------
 
 

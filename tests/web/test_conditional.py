@@ -257,6 +257,7 @@ def test_the_rate_limiter_decides_before_any_precondition(project, registry, dra
 
 
 ROUTES = (f"/answer/{QID}", f"/q/{QID}", "/questions", "/section/rfc9110:13.2.2", "/sections", "/")
+PAGES = (f"/q/{QID}", "/section/rfc9110:13.2.2", "/sections", "/")
 
 
 @pytest.mark.parametrize("path", ROUTES)
@@ -264,7 +265,12 @@ def test_if_match_naming_no_current_representation_is_412(client, path):
     # RFC 9110 section 13.1.1: the method is not performed; 15.5.13: 412.
     tag = client.get(path).headers["etag"]
     r = client.get(path, headers={"if-match": '"not-the-tag"'})
-    assert r.status_code == 412 and r.json()["error"] == "precondition_failed", path
+    assert r.status_code == 412, path
+    if path in PAGES:  # a page's 412 is a page: a JSON body where HTML was asked is neither
+        assert r.headers["content-type"].startswith("text/html") and "Precondition failed" in r.text, path
+        assert r.headers["x-content-type-options"] == "nosniff"
+    else:
+        assert r.json()["error"] == "precondition_failed", path
     assert client.get(path, headers={"if-match": "*"}).status_code == 200
     matched = client.get(path, headers={"if-match": tag})
     assert matched.status_code == (412 if tag.startswith("W/") else 200), path  # strong comparison only
@@ -276,6 +282,29 @@ def test_if_none_match_on_two_lines_is_one_list(client, path):
     tag = client.get(path).headers["etag"]
     r = client.get(path, headers=[("if-none-match", '"other"'), ("if-none-match", tag)])
     assert r.status_code == 304, path
+
+
+def test_a_json_section_keeps_a_json_412(client):
+    r = client.get("/section/rfc9110:13.2.2", headers={"if-match": '"x"', "accept": "application/json"})
+    assert r.status_code == 412 and r.json()["error"] == "precondition_failed"
+
+
+@pytest.mark.parametrize("if_match", ['"any-tag"', 'W/"weak"', '"a", "b"'])
+def test_post_ask_with_an_if_match_that_cannot_hold_is_412_before_its_body_is_read(client, if_match):
+    # RFC 9110 section 13.1.1: /ask's representation (the page) has no entity tag, so no listed
+    # tag matches; the method is not performed (the question is not answered).
+    r = client.post("/ask", json={"question": "What is a URI?"}, headers={"if-match": if_match})
+    assert r.status_code == 412 and r.json()["error"] == "precondition_failed"
+    assert client.post("/ask", json={"question": "What is a URI?"}, headers={"if-match": "*"}).status_code == 200
+
+
+def test_the_stylesheet_has_a_strong_tag_and_revalidates(client):
+    first = client.get("/static/site.css")
+    tag = first.headers["etag"]
+    assert tag.startswith('"') and first.headers["cache-control"] == "max-age=300"
+    again = client.get("/static/site.css", headers={"if-none-match": tag})
+    assert again.status_code == 304 and again.headers["etag"] == tag and again.content == b""
+    assert client.get("/static/site.css", headers={"if-match": '"other"'}).status_code == 412
 
 
 # --- the other routes -----------------------------------------------------------------------------

@@ -144,6 +144,49 @@ def test_ask_needs_application_json(app, content_type):
     assert "x-index-version" not in r.headers
 
 
+@pytest.mark.parametrize("coding", ["gzip", "br", "identity, gzip", "x-unknown"])
+def test_a_content_coded_ask_body_is_415_whatever_it_holds(app, coding):
+    # RFC 9110 section 8.4 (a coding the recipient does not decode) and 15.5.16 (415, with
+    # Accept-Encoding naming what would have been read). The body is plain JSON: it was answered.
+    r = TestClient(app).post(
+        "/ask",
+        content=b'{"question": "What is a URI?"}',
+        headers={"content-type": "application/json", "content-encoding": coding},
+    )
+    assert r.status_code == 415, r.text
+    assert r.json()["reason"] == "content_encoding_not_supported"
+    assert r.headers["accept-encoding"] == "identity"
+
+
+def test_an_identity_coded_ask_body_is_read(app):
+    r = TestClient(app).post("/ask", json={"question": "What is a URI?"}, headers={"content-encoding": "identity"})
+    assert r.status_code == 200, r.text
+
+
+BIDI = ["\u202e", "\u202a", "\u2066", "\u2069", "\u200f", "\u061c"]
+
+
+@pytest.mark.parametrize("control", BIDI)
+def test_a_question_holding_a_bidi_control_is_refused_and_never_echoed(app, control):
+    # U+202E shows "What is a URI?" reversed wherever it is echoed: the answer's JSON, the page.
+    client = TestClient(app)
+    question = f"What is a {control}URI?"
+    posted = client.post("/ask", json={"question": question})
+    assert posted.status_code == 422, posted.text
+    assert posted.json()["reason"] == "question_bidi_control"
+    page = client.get("/ask", params={"q": question})
+    assert page.status_code == 422
+    for r in (posted, page):
+        assert control not in r.text
+
+
+@pytest.mark.parametrize("path", ["/answer/q1\u202eexe.txt", "/q/q1\u202eexe.txt", "/section/rfc9110:\u202eexe.txt"])
+def test_an_echoed_id_carries_no_bidi_control(app, path):
+    r = TestClient(app).get(path, headers={"accept": "application/json"})
+    assert r.status_code == 404
+    assert "\u202e" not in r.text and "exe.txt" in r.text
+
+
 def test_every_json_reply_says_nosniff(project, index, drafts, embedder):
     app = make_app(project, Registry(index), drafts=drafts, embedder=embedder, status=fresh_status(index))
     client = TestClient(app)

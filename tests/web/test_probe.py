@@ -186,6 +186,9 @@ def client(project, index, embedder, tmp_path_factory):
         probe.unknown_ids,
         probe.long_id,
         probe.content_types,
+        probe.content_coding,
+        probe.bidi_question,
+        probe.validator_edges,
         probe.invisible_question,
         probe.relative_redirect,
         probe.nosniff,
@@ -203,7 +206,17 @@ def served_client(project, index, embedder, tmp_path_factory):
     yield from _probe_client(project, index, embedder, tmp_path_factory, http=HeaderDeadlineH11Protocol)
 
 
-@pytest.mark.parametrize("case", [probe.smuggling, probe.request_targets])
+@pytest.mark.parametrize(
+    "case",
+    [
+        probe.smuggling,
+        probe.request_targets,
+        probe.methods_and_forms,
+        probe.target_authority,
+        probe.protocol_replies,
+        probe.head_limits,
+    ],
+)
 def test_the_rfc_9112_cases_pass_against_the_served_protocol_and_fail_without_it(served_client, client, case):
     assert case(served_client).passed
     assert not case(client).passed  # uvicorn's h11 protocol alone: smuggled, absolute form 404, ...
@@ -248,6 +261,14 @@ def test_aborted_uploads_leave_no_traceback_and_a_traceback_turns_the_case_red(s
         assert probe.aborted_uploads(served_client, log).passed
     with running(body_reading_app()) as server, errors_logged_to(log):
         assert not probe.aborted_uploads(probe.Client(server.port, probe.Tally()), log).passed
+
+
+def test_upgrade_requests_log_nothing_and_uvicorns_warnings_turn_the_case_red(served_client, client, tmp_path):
+    log = tmp_path / "serve.log"
+    with errors_logged_to(log):
+        assert probe.upgrade_requests(served_client, log).passed
+    with errors_logged_to(log):
+        assert not probe.upgrade_requests(client, log).passed  # uvicorn's own protocol: two per request
 
 
 def test_question_lines_counts_a_question_however_the_url_encodes_it(tmp_path):

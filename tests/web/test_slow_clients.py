@@ -17,6 +17,7 @@ from starlette.routing import Route
 from rag_contract.index.registry import Registry
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 from tests.support.apps import make_app
+from tests.support.wire import assert_protocol_reply
 
 BOUND_S = 0.5
 # How much later than the bound the 408 may arrive on a loaded machine; far below "held".
@@ -68,6 +69,13 @@ def test_a_request_whose_headers_never_finish_gets_408_within_the_bound(slow_ser
     reply, seconds = _send_and_wait(slow_server.port, *parts)
     assert reply.startswith(b"HTTP/1.1 408 "), reply[:80]
     assert BOUND_S * 0.9 <= seconds < BOUND_S + SLACK_S
+
+
+def test_the_408_carries_date_nosniff_and_its_length(slow_server):
+    # RFC 9110 section 6.6.1: an origin server with a clock MUST send Date; the protocol's own
+    # replies say nosniff and their length, as every reply of the app does.
+    reply, _ = _send_and_wait(slow_server.port, b"GET /slow HTTP/1.1\r\n")
+    assert_protocol_reply(reply, 408)
 
 
 def test_a_connection_that_sends_nothing_is_closed_within_the_bound_without_a_reply(slow_server):
