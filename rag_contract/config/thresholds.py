@@ -369,7 +369,9 @@ def _check_floors(path: str, raw: Any) -> Mapping[str, float]:
     return MappingProxyType({k: float(v) for k, v in block.items()})
 
 
-def _check_selector(path: str, raw: Any) -> Mapping[str, float]:
+def _check_selector(path: str, raw: Any) -> Mapping[str, float] | None:
+    if raw is None:  # not fitted yet: the drafter scores by similarity and coverage
+        return None
     block = _check_block(path, raw, {f: (_NUMBER, _weight) for f in SELECTOR_FEATURES})
     return MappingProxyType({k: float(v) for k, v in block.items()})
 

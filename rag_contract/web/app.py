@@ -89,6 +89,7 @@ from urllib.parse import parse_qsl, quote
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -956,6 +957,24 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
 
 
 ANSWER_ROUTE = Route("/answer/{qid}", FixedAnswerEndpoint(), methods=["GET"])
+
+
+class SectionRef(Convertor[str]):
+    """A section reference, folders included (``advanced/clients.md:timeouts``), that neither starts
+    nor ends with a slash: a stray trailing slash is the slash redirect's to handle, not part of an id."""
+
+    regex = r"[^/](?:.*[^/])?"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("section", SectionRef())
+
+
 ROUTES = (
     Route("/health", get_health),
     Route("/health/live", get_live),
@@ -964,7 +983,7 @@ ROUTES = (
     ANSWER_ROUTE,
     Route("/ask", post_ask, methods=["POST"]),
     Route("/ask", get_ask_page, methods=["GET"]),
-    Route("/section/{ref:path}", get_section),  # a page in a sub-folder: advanced/clients.md:timeouts
+    Route("/section/{ref:section}", get_section),  # a page in a sub-folder: advanced/clients.md:timeouts
     Route("/sections", get_sections_page),
     Route("/", get_index_page),
     Route("/q/{qid}", get_question_page),
