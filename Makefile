@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: adapt adapt-folds serve test lint gate measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe http-lint container clean
+.PHONY: adapt adapt-folds serve test lint gate dist name-free measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe http-lint container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -42,7 +42,9 @@ serve: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python -m pytest
 
-# Lint, import order, types and the workflow: part of the test command, so CI holds them.
+# Lint, import order, types and the workflow: part of the test command, so CI holds them. actionlint
+# cannot lint an action's metadata file alone; it checks action.yml (keys, runner, steps, inputs)
+# where the workflow uses it (`uses: ./`), and tests/test_action.py checks what it does not.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -51,6 +53,18 @@ lint: $(STAMP)
 
 gate: $(STAMP)
 	$(BIN)/python -m pytest -m gate -v
+
+# The wheel and the sdist of rag-contract-gate in dist/ (what `pip install` of a release installs;
+# docs/own-documents.md installs the wheel before a release exists), their metadata checked as
+# the index will render it.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+# Is the distribution name still free on the package index (needs the network; not in the gate)?
+name-free: $(STAMP)
+	$(BIN)/python -m tools.name_free
 
 eval: $(STAMP)
 	$(BIN)/rag-contract eval --quiet

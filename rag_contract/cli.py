@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import functools
 import json
@@ -17,28 +18,39 @@ from rag_contract.adaptation.pairs import NEGATIVES
 from rag_contract.answering.drafting import DraftError, ExtractiveDrafter, FixtureDrafter, RecordedOrDrafted
 from rag_contract.answering.free_text import AskRejected, validate_question
 from rag_contract.answering.live_drafter import LiveDrafter, live_drafter_for
-from rag_contract.answering.service import Abandoned
+from rag_contract.answering.service import Abandoned, committed_vector
 from rag_contract.config.about import AboutError
 from rag_contract.config.calibration import CalibrationError, load_calibration
+from rag_contract.config.corpus_selection import SelectionError, selection_of
 from rag_contract.config.questions import QuestionsError
 from rag_contract.config.thresholds import ThresholdsError
-from rag_contract.corpus.chunking import ChunkingError, chunk_sections
+from rag_contract.corpus.chunking import ChunkingError
+from rag_contract.corpus.section_list import section_rows
 from rag_contract.corpus.sources import CorpusError, inventory
 from rag_contract.embedders import make_embedder
 from rag_contract.embedders.base import EmbedderError
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import index_status
-from rag_contract.index.store import IndexLoadError, build_index, load_index, rebuild_texts, save_index
+from rag_contract.index.store import (
+    IndexLoadError,
+    build_index,
+    load_index,
+    plan_build,
+    previous_build,
+    save_index,
+)
 from rag_contract.observability.settings import ObservabilityConfigError
 from rag_contract.openai_client import ClientConfigError
 from rag_contract.project import Paths, find_root, load_project, read_development, read_questions
 from rag_contract.quality.abstention import write_curve
+from rag_contract.quality.accuracy import line as accuracy_line
 from rag_contract.quality.adapted_folds import FoldLegsError
 from rag_contract.quality.agreement import agreement_report, load_annotations
 from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate, folds
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, frozen_clock, run_check
 from rag_contract.quality.held_out import committed_hashes, held_out_report, sha256_of
+from rag_contract.quality.rate_text import rate_text
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.quality.report_diff import (
     ReportSet,
@@ -80,6 +92,7 @@ LOAD_ERRORS = (
     ObservabilityConfigError,
     RevisionError,
     AboutError,
+    SelectionError,
     CalibrationError,
     InitError,
     FoldLegsError,
@@ -99,19 +112,46 @@ def _project(args):
 
 
 def cmd_sections(args) -> int:
-
+    """Every section id with its title and parent (``--grep``: those matching); ``--counts``: per document."""
     project = _project(args)
     inv = inventory(project.corpus)
-    if args.json:
-        print(json.dumps(inv, indent=1))
+    if args.counts:
+        if args.json:
+            print(json.dumps(inv, indent=1))
+            return 0
+        w = max([9, *(len(row["document"]) + 1 for row in inv["documents"])])
+        print(f"{'document':<{w}} {'sections':>8} {'with prose':>10} {'words':>8}  title")
+        for row in inv["documents"]:
+            print(
+                f"{row['document']:<{w}} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}  {row['title']}"
+            )
+        t = inv["total"]
+        print(f"{'total':<{w}} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
+        _print_skipped("not read", [(s["file"], s["reason"]) for s in inv["skipped"]])
         return 0
-    w = max([9, *(len(row["document"]) + 1 for row in inv["documents"])])
-    print(f"{'document':<{w}} {'sections':>8} {'with prose':>10} {'words':>8}  title")
-    for row in inv["documents"]:
-        print(f"{row['document']:<{w}} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}  {row['title']}")
+    rows = section_rows(project.corpus.sections, args.grep)
+    if args.json:
+        print(json.dumps({"sections": [r.as_dict() for r in rows], **inv}, indent=1, ensure_ascii=False))
+        return 0
+    w = max([2, *(len(r.id) for r in rows)])
+    print(f"{'id':<{w}}  title  (parent)")
+    for r in rows:
+        print(f"{r.id:<{w}}  {r.title}" + (f"  (in {r.parent})" if r.parent else ""))
     t = inv["total"]
-    print(f"{'total':<{w}} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
+    matched = f"{len(rows)} of " if args.grep else ""
+    print(
+        f"{matched}{t['sections']} sections ({t['with_prose']} with prose, {t['words']} words) in "
+        f"{len(inv['documents'])} document(s); per document: rag-contract sections --counts"
+    )
+    _print_skipped("not read", [(s["file"], s["reason"]) for s in inv["skipped"]])
     return 0
+
+
+def _print_skipped(what: str, skipped: list[tuple[str, str]]) -> None:
+    if skipped:
+        print(f"{what}: {len(skipped)} file(s)")
+        for file, reason in skipped:
+            print(f"  {file}: {reason}")
 
 
 def cmd_index_status(args) -> int:
@@ -123,23 +163,26 @@ def cmd_index_status(args) -> int:
 
 
 def cmd_build_index(args) -> int:
-
+    """Embed what the index at the destination does not hold already (``--full``: everything)."""
     project = _project(args)
     name = args.embedder or project.thresholds.index.embedder
     embedder = make_embedder(name, project.paths.models)
-    if hasattr(embedder, "authorise_build"):
-        # A paid embedder asks the spend ledger before any call; refusal writes nothing.
-        embedder.authorise_build(project, rebuild_texts(project))
-    total = len(project.questions.questions)
-
-    total += len(chunk_sections(project.corpus.sections, project.chunk_params))
-    with tqdm(total=total, desc="embedding", unit="text", disable=args.no_progress) as bar:
-        index = build_index(
-            project.corpus, project.chunk_params, embedder, name, project.questions.questions, bar.update
-        )
     out = Path(args.out) if args.out else project.paths.index
+    previous, why = (None, "--full") if args.full else previous_build(out)
+    plan = plan_build(project.corpus, project.chunk_params, embedder.identity, project.questions.questions, previous)
+    if hasattr(embedder, "authorise_build"):
+        # A paid embedder asks the spend ledger before any call, for the texts it will embed; refusal writes nothing.
+        embedder.authorise_build(project, plan.missing)
+    with tqdm(total=len(plan.missing), desc="embedding", unit="text", disable=args.no_progress) as bar:
+        index = build_index(
+            project.corpus, project.chunk_params, embedder, name, project.questions.questions, bar.update, plan
+        )
     save_index(index, out)
-    print(f"index {index.version}: {len(index.sections)} sections, {len(index.chunks)} chunks -> {out}")
+    print(
+        f"index {index.version}: {len(index.sections)} sections, {len(index.chunks)} chunks -> {out}; "
+        f"embedded {len(plan.missing)} text(s), reused {plan.reused} from the index there"
+        + (f" ({why})" if why else "")
+    )
     return 0
 
 
@@ -254,11 +297,13 @@ def cmd_eval_answers(args) -> int:
     if not args.questions and not args.no_write:
         project.paths.result("answers.json").write_text(text)
     if args.quiet:
+        answerable, refusals = report["answerable"], report["refusals"]
         print(
-            f"index {index.version} | grounded {report['grounded_rate']} of {report['answerable']} | "
-            f"cites expected {report['expected_citation_rate']} | state agreement {report['state_agreement']} "
-            f"of {report['refusals']} | answered unanswerable {report['answered_unanswerable']} | "
-            f"withdrawn {report['claims_withdrawn']} of {report['claims']}"
+            f"index {index.version} | grounded {rate_text(report['grounded_rate'], answerable)} of {answerable} | "
+            f"cites expected {rate_text(report['expected_citation_rate'], answerable)} | "
+            f"state agreement {rate_text(report['state_agreement'], refusals)} of {refusals} | "
+            f"answered unanswerable {report['answered_unanswerable']} | "
+            f"withdrawn {report['claims_withdrawn']} of {report['claims']} | {accuracy_line(report['accuracy'])}"
         )
     else:
         print(text, end="")
@@ -332,7 +377,8 @@ def cmd_held_out(args) -> int:
         f"{', a development set the fit learns from' if development else ''}): answerable {a['questions']}, "
         f"answered citing expected {a['answered_citing_expected']}, grounded citing expected "
         f"{a['grounded_citing_expected']}, r@1 {a['recall@1']} mrr {a['mrr']} | unanswerable {u['questions']}, "
-        f"answered grounded {len(u['answered_grounded'])} ({u['answered_grounded_rate']})"
+        f"answered grounded {len(u['answered_grounded'])} ({rate_text(u['answered_grounded_rate'], u['questions'])}) | "
+        f"{accuracy_line(report['accuracy'])}"
     )
     return 0
 
@@ -351,9 +397,10 @@ def cmd_calibrate(args) -> int:
         r, a = report[name]["retrieval"], report[name]["answers"]
         print(
             f"{name:11} | fused r@1={r['recall@1']:.3f} r@10={r['recall@10']:.3f} mrr={r['mrr']:.3f} | "
-            f"grounded citing expected {a['grounded_citing_expected']:.3f} of {a['answerable']} | "
-            f"state agreement {a['state_agreement']:.3f} of {a['refusals']} | "
-            f"unanswerable answered {len(a['answered_unanswerable'])}"
+            f"grounded citing expected {rate_text(a['grounded_citing_expected'], a['answerable'], '.3f')} "
+            f"of {a['answerable']} | state agreement {rate_text(a['state_agreement'], a['refusals'], '.3f')} "
+            f"of {a['refusals']} | "
+            f"unanswerable answered {len(a['answered_unanswerable'])} | {accuracy_line(a['accuracy'])}"
         )
     return 0
 
@@ -414,7 +461,9 @@ def cmd_record_drafts(args) -> int:
     else:
         drafter = live_drafter_for(project, index)  # asks the spend ledger before every call
     date = args.date or datetime.date.today().isoformat()
-    drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date)
+    # A question written since the build has no vector in the index: embedded here, as the gate does.
+    query_vector = committed_vector(make_embedder(index.embedder_name, project.paths.models))
+    drafts = draft_all(index, project.thresholds, drafter, project.questions.questions, date, query_vector)
     out = Path(args.out) if args.out else project.paths.drafts
     paths = write_drafts(drafts, out)
     print(f"{len(paths)} drafts by {drafter.name} over index {index.version} -> {out}")
@@ -447,9 +496,13 @@ def cmd_init(args) -> int:
         description=args.description,
         source_base=args.source_base,
         licence=args.licence,
+        selection=selection_of(args.include, args.exclude),
     )
     kept = f" and {len(done.kept)} kept file(s)" if done.kept else ""
     print(f"{done.root}: {len(done.documents)} document(s){kept} in corpus/, {done.sections} sections")
+    for note in done.notes:
+        print(f"navigation: {note}")
+    _print_skipped("skipped", [(s.file, s.reason) for s in done.skipped])
     print("wrote corpus/manifest.yaml, eval/questions.yaml, eval/thresholds.yaml, eval/prices.yaml, project.yaml")
     print(f"next, in {done.root} (or with --root {done.root}):")
     width = max(len(command) for command, _ in NEXT_STEPS)
@@ -492,8 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="project directory (default: found from the current directory)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("sections", help="inventory of the parsed corpus (no network)")
-    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("sections", help="every section id, title and parent, the ids questions expect (no network)")
+    s.add_argument("--json", action="store_true", help="the list, and the per-document counts, as JSON")
+    s.add_argument("--grep", metavar="WORD", help="only sections whose id or title holds WORD (any case)")
+    s.add_argument("--counts", action="store_true", help="instead: sections, prose and words per document")
     s.set_defaults(func=cmd_sections)
 
     s = sub.add_parser("index-status", help="does the index still match the corpus? exit 1 when stale")
@@ -505,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--embedder", help="override index.embedder (e.g. openai-text-embedding-3-small)")
     s.add_argument("--out", help="write here instead of index/")
     s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--full", action="store_true", help="embed every text again, reusing no vector of the index there")
     s.set_defaults(func=cmd_build_index)
 
     s = sub.add_parser("thresholds", help="the bars in eval/thresholds.yaml")
@@ -562,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit weights and thresholds by 5-fold cross-validation, report out of fold and in sample; "
         "writes eval/results/calibration.json, abstention.json and docs/abstention.svg",
     )
-    s.add_argument("--write-thresholds", action="store_true", help="commit the full fit to eval/thresholds.yaml")
+    s.add_argument("--write-thresholds", action="store_true", help="write the full fit to eval/thresholds.yaml")
     s.add_argument(
         "--false-answer-cost",
         type=float,
@@ -643,6 +699,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--description", help='completes "answers over ..." on every page (default: the name)')
     s.add_argument("--source-base", help="URL the documents were taken from (each entry's source: URL/file)")
     s.add_argument("--licence", help="the documents' licence, recorded for each")
+    s.add_argument(
+        "--include", nargs="+", default=[], metavar="GLOB", help="only files matching one (kept in project.yaml)"
+    )
+    s.add_argument(
+        "--exclude", nargs="+", default=[], metavar="GLOB", help="leave out files matching one (kept in project.yaml)"
+    )
     s.set_defaults(func=cmd_init)
 
     s = sub.add_parser(
@@ -665,13 +727,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# What a shell reports for a command a closed pipe ended (128 + SIGPIPE).
+CLOSED_PIPE_EXIT = 141
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout has gone (``rag-contract sections --json | head -1``): nothing is
+    left to say. Later writes, and the interpreter's flush at exit, go to the null device
+    instead of ending in a second BrokenPipeError."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout with no descriptor (captured) needs none
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return CLOSED_PIPE_EXIT
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe is met here, not in the flush at exit
+        return code
     except LOAD_ERRORS as exc:
         print(f"rag-contract: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _stdout_closed()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rag_contract.config.about import About, load_about
+from rag_contract.config.corpus_selection import load_selection
 from rag_contract.config.questions import Question, QuestionSet, load_questions
 from rag_contract.config.thresholds import Thresholds, load_thresholds
 from rag_contract.corpus.chunking import ChunkParams
@@ -106,6 +107,11 @@ def read_development(project: Project, paths: Sequence[Path]) -> tuple[tuple[Pat
     return tuple(out)
 
 
+def read_corpus(paths: Paths) -> Corpus:
+    """The corpus, with the files project.yaml's ``corpus`` globs leave out left out."""
+    return load_corpus(paths.corpus, load_selection(paths.about))
+
+
 def find_root(start: Path | None = None) -> Path:
     """The nearest directory at or above ``start`` holding corpus/manifest.yaml."""
     here = (start or Path.cwd()).resolve()
@@ -117,7 +123,7 @@ def find_root(start: Path | None = None) -> Path:
 
 def load_project(root: Path | None = None, questions: Path | None = None, thresholds: Path | None = None) -> Project:
     paths = Paths(Path(root) if root else find_root())
-    corpus = load_corpus(paths.corpus)
+    corpus = read_corpus(paths)
     return Project(
         paths=paths,
         thresholds=load_thresholds(thresholds or paths.thresholds),

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from rag_contract.cli import main
-from rag_contract.index.store import load_index
+from rag_contract.index.store import load_index, rebuild_texts
+from rag_contract.project import load_project
 
 
 def run(capsys, *argv):
@@ -26,6 +27,79 @@ def test_sections_inventory(capsys, root):
     assert code == 0 and inv["total"]["sections"] == 600 and inv["total"]["with_prose"] == 564
     documents = [r["document"] for r in inv["documents"]]
     assert documents == ["rfc3986", "rfc6265", "rfc8259", "rfc9110", "rfc9111", "rfc9112"]
+
+
+def test_sections_lists_ids_titles_and_parents_and_greps_id_and_title_in_any_case(capsys, root):
+    code, out, _ = run(capsys, "--root", str(root), "sections", "--grep", "CONTENT-length")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["id", "title", "(parent)"]
+    assert lines[1].split() == ["rfc9110#8.6", "Content-Length", "(in", "rfc9110#8)"]
+    assert lines[2].split() == ["rfc9112#6.2", "Content-Length", "(in", "rfc9112#6)"]
+    assert lines[3].startswith("2 of 600 sections (564 with prose,") and len(lines) == 4
+    code, out, _ = run(capsys, "--root", str(root), "sections", "--json", "--grep", "rfc8259#8")
+    body = json.loads(out)
+    assert [r["id"] for r in body["sections"]] == ["rfc8259#8", "rfc8259#8.1", "rfc8259#8.2", "rfc8259#8.3"]
+    assert body["sections"][1] == {"id": "rfc8259#8.1", "title": "Character Encoding", "parent": "rfc8259#8"}
+    assert body["total"]["sections"] == 600  # the counts stay beside the list
+    code, out, _ = run(capsys, "--root", str(root), "sections")
+    lines = out.splitlines()
+    assert len(lines) == 600 + 2
+    assert ["rfc9110#9.2.1", "Safe", "Methods", "(in", "rfc9110#9.2)"] in [line.split() for line in lines]
+
+
+def test_sections_counts_is_the_inventory_per_document(capsys, root):
+    code, out, _ = run(capsys, "--root", str(root), "sections", "--counts")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:2] == ["document", "sections"] and len(lines) == 6 + 2
+    assert lines[-1].split() == ["total", "600", "564", "117216"]
+    code, out, _ = run(capsys, "--root", str(root), "sections", "--counts", "--json")
+    assert set(json.loads(out)) == {"documents", "total", "skipped"}
+
+
+@pytest.mark.parametrize("command", [["sections", "--json"], ["ask", "What is a URI?", "--json"]])
+def test_a_reader_that_closed_the_pipe_ends_the_command_quietly(root, command):
+    """``rag-contract sections --json | head -1``: the reader is gone before the command writes;
+    no traceback, the exit status a shell gives a command a closed pipe ended."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rag_contract.cli", "--root", str(root), *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the command can have written a byte: its first write meets a closed pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""
+
+
+def test_the_readme_order_build_then_questions_then_measure_and_a_rebuild_embeds_the_new_question(capsys, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(
+        "Start here.\n\n## Install\n\nRun the installer once per machine; it needs a network connection.\n\n"
+        "## Configure\n\nThe settings file lives beside the program and is read at every start.\n"
+    )
+    target = tmp_path / "p"
+    assert run(capsys, "init", str(target), "--from", str(docs))[0] == 0
+    n = len(set(rebuild_texts(load_project(target))))  # chunks, sentences and the example question
+    code, out, err = run(capsys, "--root", str(target), "build-index")
+    assert code == 0 and f"embedded {n} text(s), reused 0 from the index there (no index there yet)" in out
+    assert f"{n}/{n}" in err and f"{n + 1}/{n}" not in err  # the bar's total is what is embedded
+    with (target / "eval" / "questions.yaml").open("a") as f:
+        f.write(
+            "  - id: q02\n"
+            '    question: "Where does the settings file live?"\n'
+            "    expected: [guide.md#configure]\n"
+            '    evidence: "The settings file lives beside the program"\n'
+        )
+    code, out, err = run(capsys, "--root", str(target), "measure", "--allow-loosen")
+    assert code == 0 and "Traceback" not in err, err[-2000:]
+    assert (target / "eval" / "fixtures" / "drafts" / "q02.json").is_file()
+    assert "| state agreement n/a of 0 |" in out  # no refusals: a rate of nothing, not 0.0
+    code, out, err = run(capsys, "--root", str(target), "build-index")
+    assert code == 0 and f"embedded 1 text(s), reused {n} from the index there" in out and "1/1" in err
+    index = load_index(target / "index")
+    assert "Where does the settings file live?" in index.question_vectors
 
 
 def test_index_status_is_fresh_on_the_committed_tree(capsys, root):

@@ -22,6 +22,7 @@ import yaml
 from rag_contract.index.status import index_status
 from rag_contract.project import Paths, find_root
 from rag_contract.quality.held_out import committed_hashes
+from rag_contract.quality.rate_text import rate_text
 from tools import container, injection, observability_load, probe, redbot_lint, request_cpu, startup
 from tools.loadtest import render
 from tools.pr_example import example_summary
@@ -38,12 +39,39 @@ def _load(root: Path, name: str) -> dict:
 PROJECTS = (Path("."), Path("examples/starlette-docs"))
 
 
+def _acc(f: dict) -> str:
+    """coverage / accuracy when answered / false answers of an ``accuracy`` block (n/a: no denominator)."""
+    return f"{_pct(f['coverage'])} / {_pct(f['accuracy_when_answered'])} / {_pct(f['false_answer_rate'])}"
+
+
+def _pooled(blocks: list[dict]) -> dict:
+    """The ``accuracy`` figures of several question sets, pooled by their counts."""
+    ans = sum(b["answerable"] for b in blocks)
+    ref = sum(b["refusals"] for b in blocks)
+    answered = sum(b["accuracy"]["answered"] for b in blocks)
+    right = sum(b["accuracy"]["accurate"] for b in blocks)
+    false = sum(b["accuracy"]["false_answers"] for b in blocks)
+
+    def rate(n: int, d: int) -> float | None:
+        return round(n / d, 4) if d else None
+
+    return {
+        "coverage": rate(answered, ans),
+        "accuracy_when_answered": rate(right, answered),
+        "false_answer_rate": rate(false, ref),
+        "answered": answered,
+        "accurate": right,
+        "false_answers": false,
+    }
+
+
 def projects_table(root: Path) -> str:
-    """One row per project: its corpus, its question set, and its figures out of fold."""
+    """One row per project: its corpus, its question set, its figures out of fold and on its
+    newest sealed set."""
     lines = [
         "| project | documents | sections | questions (answerable + refusals) | index | recall@5 / MRR "
-        "(out of fold) | grounded, citing an expected section (out of fold) | unanswerable answered grounded "
-        "(out of fold) |",
+        "(out of fold) | coverage / accuracy when answered / false answers (out of fold) | the same, newest "
+        "sealed set |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for rel in PROJECTS:
@@ -54,11 +82,12 @@ def projects_table(root: Path) -> str:
         manifest = yaml.safe_load((project / "corpus" / "manifest.yaml").read_text(encoding="utf-8"))
         r, a = c["out_of_fold"]["retrieval"], c["out_of_fold"]["answers"]
         where = "`.`" if rel == Path(".") else f"`{rel.as_posix()}/`"
-        answered = len(a["answered_unanswerable"])
+        sealed = _sealed_reports(project)
+        newest = f"{_acc(sealed[-1][1]['accuracy'])} (`{sealed[-1][0]}`)" if sealed else "none yet"
         lines.append(
             f"| {about['name']} ({where}) | {len(manifest['files'])} | {meta['sections']} | "
             f"{a['answerable']} + {a['refusals']} | `{meta['version']}` | {r['recall@5']:.3f} / {r['mrr']:.3f} | "
-            f"{a['grounded_citing_expected']:.2f} | {answered} of {a['refusals']} ({answered / a['refusals']:.0%}) |"
+            f"{_acc(a['accuracy'])} | {newest} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -109,9 +138,10 @@ def answers_table(root: Path) -> str:
         "| grounded (of answerable) | grounded, citing an expected section | a kept claim cites an expected section "
         "| state agreement (of refusals) | answered unanswerable | claims withdrawn |",
         "|---|---|---|---|---|---|",
-        f"| {a['grounded_rate']:.2f} of {a['answerable']} | {a['grounded_citing_expected_rate']:.2f} | "
-        f"{a['expected_citation_rate']:.2f} | "
-        f"{a['state_agreement']:.2f} of {a['refusals']} | {a['answered_unanswerable']} | "
+        f"| {rate_text(a['grounded_rate'], a['answerable'], '.2f')} of {a['answerable']} | "
+        f"{rate_text(a['grounded_citing_expected_rate'], a['answerable'], '.2f')} | "
+        f"{rate_text(a['expected_citation_rate'], a['answerable'], '.2f')} | "
+        f"{rate_text(a['state_agreement'], a['refusals'], '.2f')} of {a['refusals']} | {a['answered_unanswerable']} | "
         f"{a['claims_withdrawn']} of {a['claims']} |",
         "",
         f"States over all {a['answerable'] + a['refusals']} questions: "
@@ -164,8 +194,9 @@ def calibration_table(root: Path) -> str:
         r, a = block["retrieval"], block["answers"]
         return (
             f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | "
-            f"{a['grounded_citing_expected']:.2f} of {a['answerable']} | "
-            f"{len(a['answered_unanswerable'])} of {a['refusals']} | {a['state_agreement']:.2f} |"
+            f"{rate_text(a['grounded_citing_expected'], a['answerable'], '.2f')} of {a['answerable']} | "
+            f"{len(a['answered_unanswerable'])} of {a['refusals']} | "
+            f"{rate_text(a['state_agreement'], a['refusals'], '.2f')} |"
         )
 
     lines.append(row("**out of fold**", c["out_of_fold"]))
@@ -194,29 +225,35 @@ def _project_held_out(root: Path, title: str) -> list[str]:
         f"{title}, index `{c['index_version']}`. Out of fold: {c['folds']}-fold cross-validation"
         + (f" (its retrieval: {c['out_of_fold_retrieval']})" if "out_of_fold_retrieval" in c else "")
         + ". Sealed: questions written before the rules they measure, only their sha256 committed until "
-        "those rules were final (`eval/sealed/`), answered as free text is.",
+        "those rules were final (`eval/sealed/`), answered as free text is. Accuracy: a kept claim carries the "
+        "question's annotated evidence; answered: shown with claims (grounded or partial).",
         "",
-        "| | recall@1 | MRR | recall@10 | grounded, citing an expected section "
-        "| answered (grounded or partial), citing | unanswerable answered grounded |",
-        "|---|---|---|---|---|---|---|",
+        "| | recall@1 | MRR | recall@10 | coverage | accuracy when answered | false answers "
+        "| answered, citing an expected section | unanswerable answered grounded |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def cells(f: dict) -> str:
+        return (
+            f"{_pct(f['coverage'])} | {_pct(f['accuracy_when_answered'])} ({f['accurate']} of {f['answered']}) | "
+            f"{_pct(f['false_answer_rate'])} ({f['false_answers']})"
+        )
+
     for label, block in (("in sample", c["in_sample"]), ("out of fold", c["out_of_fold"])):
         r, ans = block["retrieval"], block["answers"]
         n, m = len(ans["answered_unanswerable"]), ans["refusals"]
         lines.append(
-            f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | "
-            f"{ans['grounded_citing_expected']:.2f} of {ans['answerable']} | "
-            f"{ans['answered_citing_expected']:.2f} | {n} of {m} ({n / m:.0%}) |"
+            f"| {label} | {r['recall@1']:.2f} | {r['mrr']:.3f} | {r['recall@10']:.2f} | {cells(ans['accuracy'])} | "
+            f"{ans['answered_citing_expected']:.2f} | {n} of {m} ({rate_text(n / m if m else 0.0, m, '.0%')}) |"
         )
     dev = [v["out_of_fold"] for v in c.get("development", {}).values()]
     if dev:
         answerable = sum(d["answerable"] for d in dev)
         n, m = sum(len(d["answered_unanswerable"]) for d in dev), sum(d["refusals"] for d in dev)
-        grounded = sum(d["grounded_citing_expected"] * d["answerable"] for d in dev) / answerable
         answered = sum(d["answered_citing_expected"] * d["answerable"] for d in dev) / answerable
         lines.append(
-            f"| out of fold, the {len(dev)} opened sealed sets the fit learns from | | | | "
-            f"{grounded:.2f} of {answerable} | {answered:.2f} | {n} of {m} ({n / m:.0%}) |"
+            f"| out of fold, the {len(dev)} opened sealed sets the fit learns from | | | | {cells(_pooled(dev))} | "
+            f"{answered:.2f} | {n} of {m} ({n / m:.0%}) |"
         )
     kinds = []
     reports = _sealed_reports(root)
@@ -235,9 +272,8 @@ def _project_held_out(root: Path, title: str) -> list[str]:
         else:
             shown = f"**sealed, `{name}`**"
         lines.append(
-            f"| {shown} | {a['recall@1']:.2f} | {a['mrr']:.3f} | {a[k]:.2f} | "
-            f"{a['grounded_citing_expected']:.2f} of {a['questions']} | {a['answered_citing_expected']:.2f} | "
-            f"{n} of {m} ({n / m:.0%}) |"
+            f"| {shown} | {a['recall@1']:.2f} | {a['mrr']:.3f} | {a[k]:.2f} | {cells(s['accuracy'])} | "
+            f"{a['answered_citing_expected']:.2f} | {n} of {m} ({rate_text(n / m if m else 0.0, m, '.0%')}) |"
         )
         by_kind = ", ".join(
             f"{kind} {len(v['answered_grounded'])} of {v['questions']}" for kind, v in u["by_kind"].items()
@@ -426,6 +462,7 @@ DOCUMENTS = (
     "docs/index-and-budgets.md",
     "docs/http.md",
     "docs/operating.md",
+    "docs/held-out.md",
 )
 
 

@@ -63,6 +63,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "/answer/{qid}": ("/answer/q11", "/answer/q9999"),
     "/ask": ("/ask", "/ask?q=What+is+a+URI%3F", "/ask?q="),
     "/section/{ref}": ("/section/rfc9110:9.2.1", "/section/rfc9110:999"),
+    "/sections": ("/sections", "/sections?grep=cache"),
     "/": ("/",),
     "/q/{qid}": ("/q/q11", "/q/q9999"),
     "/static/site.css": ("/static/site.css",),

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from rag_contract.answering.evidence import Evidence, PassageText, Query, score_evidence
+from rag_contract.answering.evidence import PassageText, Query, score_evidence
 from rag_contract.answering.grounding import Claim
+from rag_contract.answering.selection import candidates, ranked
 from rag_contract.config.thresholds import DraftingConfig
 from rag_contract.config.unreadable import not_utf8, unreadable
 from rag_contract.corpus.sentences import sentences
@@ -64,10 +65,12 @@ def prompt_fingerprint(question: str, passages: Sequence[PassageText]) -> str:
 LEAD_IN_WORDS = 8
 
 
-def _claim_text(e: Evidence, passage: PassageText) -> str:
-    first = passage.sentences[e.position]
-    if (first.endswith(":") or len(first.split()) < LEAD_IN_WORDS) and e.position + 1 < len(passage.sentences):
-        return f"{first} {passage.sentences[e.position + 1]}"
+def claim_text(position: int, passage: PassageText) -> str:
+    """The claim the extractive drafter quotes for the sentence at ``position``: the sentence, and the
+    next one when it cannot stand alone."""
+    first = passage.sentences[position]
+    if (first.endswith(":") or len(first.split()) < LEAD_IN_WORDS) and position + 1 < len(passage.sentences):
+        return f"{first} {passage.sentences[position + 1]}"
     return first
 
 
@@ -82,17 +85,39 @@ class ExtractiveDrafter:
     apart (the syntax rule and the processing rule, the request and the response directive), a
     second sentence of the first section used to displace the one sibling that answered, and a
     sentence from a section ranked far down rarely answers anything. ``sections`` is fitted with
-    cross-validation (``rag-contract calibrate``); docs/adr/0003 has the measurements."""
+    cross-validation (``rag-contract calibrate``); docs/adr/0003 has the measurements.
+
+    With a fitted ``selector`` (``answering.selection``) the drafter quotes the best-scoring
+    sentences of those sections, whichever section each is in: the selector's best three carry
+    the question's evidence more often than the best sentence of each of three sections
+    (docs/adr/0011)."""
 
     max_claims: int
     lexical_weight: float
     sections: int
     name: str = "extractive"
+    # the learned answer-sentence selector's weights (``answering.selection``); None: similarity
+    # plus ``lexical_weight`` x coverage, as before a selector is fitted
+    selector: Mapping[str, float] | None = None
 
     @classmethod
     def committed(cls, drafting: DraftingConfig) -> ExtractiveDrafter:
         """The drafter as ``eval/thresholds.yaml`` configures it (term weights come with each request's index)."""
-        return cls(drafting.extractive_max_claims, drafting.evidence_lexical_weight, drafting.extractive_sections)
+        return cls(
+            drafting.extractive_max_claims,
+            drafting.evidence_lexical_weight,
+            drafting.extractive_sections,
+            selector=drafting.selector,
+        )
+
+    def order(self, question: str, query: Query, offered: Sequence[PassageText]) -> list[tuple[str, int]]:
+        """(section id, sentence position) of every offered sentence, best answer first."""
+        if self.selector is not None:
+            return [
+                (c.section_id, c.position)
+                for c, _ in ranked(candidates(question, query, offered, query.asked), self.selector)
+            ]
+        return [(e.section_id, e.position) for e in score_evidence(question, query, offered, self.lexical_weight)]
 
     def draft(
         self,
@@ -106,13 +131,16 @@ class ExtractiveDrafter:
         by_id = {p.section_id: p for p in offered}
         claims: list[Claim] = []
         quoted: set[str] = set()
-        for e in score_evidence(question, query, offered, self.lexical_weight):
-            if e.section_id in quoted:
+        for section_id, position in self.order(question, query, offered):
+            # unfitted, one sentence a section (a sibling's second sentence displaced the answer);
+            # the selector ranks every sentence on its own, and its best few carry the evidence
+            # more often than the best of each section (docs/adr/0011)
+            if section_id in quoted and self.selector is None:
                 continue
-            claim = Claim(_claim_text(e, by_id[e.section_id]), e.section_id)
+            claim = Claim(claim_text(position, by_id[section_id]), section_id)
             if all(claim.text not in c.text and c.text not in claim.text for c in claims):
                 claims.append(claim)
-                quoted.add(e.section_id)
+                quoted.add(section_id)
             if len(claims) == self.max_claims:
                 break
         return tuple(claims)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rag_contract.answering.asked import Asked
 from rag_contract.retrieval.terms import TermWeights, covering
 from rag_contract.retrieval.vectors import similarities
 from rag_contract.text.words import content_words
@@ -42,11 +43,12 @@ class PassageText:
 
 @dataclass(frozen=True)
 class Query:
-    """What the request knows about its question besides the text: its vector (if any) and the
-    term weights of the index it acquired."""
+    """What the request knows about its question besides the text: its vector (if any), the
+    term weights of the index it acquired and, once analysed, what it asks (``answering.asked``)."""
 
     vector: np.ndarray | None = field(repr=False, compare=False)
     weights: TermWeights = field(repr=False)
+    asked: Asked | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Grounding says a claim is in its passage; it cannot say the claim answers the question (an answer
 about the Secure attribute is grounded, and no answer about the Partitioned attribute). This check
-is answer-level, deterministic and model-free at request time. Its six features:
+is answer-level, deterministic and model-free at request time. Its seven features:
 
 - ``similarity``: the best cosine between the question's vector and the index vector of a kept
   claim's sentence. A claim is matched to the sentences of its cited section whose content words
@@ -16,6 +16,8 @@ is answer-level, deterministic and model-free at request time. Its six features:
 - ``retrieval``: the best retrieval score among the sections the kept claims cite. In the
   serving mode ``fused`` that score is itself a fitted logit of "this section is one a reader
   would cite" (``retrieval.ranking``): how sure retrieval was of what the claims stand on;
+- ``selected``: the answer's confidence: the answer-sentence selector's probability
+  (``answering.selection``) for the best sentence a kept claim quotes (0 when none is quoted);
 - ``unmentioned``: how many of the question's focus words (``answering.asked``: what it asks
   about, not the engineer's scenario) no kept claim or cited title mentions, counted up to
   ``FOCUS_COUNTED`` and divided by it. A question that names many things and is answered by
@@ -88,6 +90,7 @@ class Features:
     section: float
     retrieval: float
     unmentioned: float = 0.0
+    selected: float = 0.0  # the selector's probability for the best sentence a kept claim quotes
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -97,6 +100,7 @@ class Features:
             "section": self.section,
             "retrieval": self.retrieval,
             "unmentioned": self.unmentioned,
+            "selected": self.selected,
         }
 
 
@@ -251,6 +255,8 @@ def logit(f: Features, weights: Mapping[str, float]) -> float:
         + weights["section"] * f.section
         + weights["retrieval"] * f.retrieval
         + weights["unmentioned"] * f.unmentioned
+        # absent before a selector is fitted: the answer's confidence weighs nothing then
+        + weights.get("selected", 0.0) * f.selected
     )
 
 
@@ -324,14 +330,18 @@ def assess(
     config: RelevanceConfig,
     scores: Mapping[str, float],
     frequency: Frequency = zipf,
+    asked: Asked | None = None,
+    selected: float = 0.0,
 ) -> Relevance:
     """``scores``: the retrieval score of each retrieved section, by section id; ``frequency``:
-    how common a word is in English (``text.english``)."""
+    how common a word is in English (``text.english``); ``asked``: the question analysed, when
+    the caller already did; ``selected``: the answer's confidence (``answering.selection``), the
+    selector's probability for the best sentence a kept claim quotes."""
     said = addressed_terms(kept, index)
-    asked = analyse(question, index.answering, frequency)
+    asked = asked or analyse(question, index.answering, frequency)
     stated = premises(question)
     unmentioned = unmentioned_focus(asked, said)
-    f = features(question, query_vector, kept, index, said, scores, unmentioned)
+    f = replace(features(question, query_vector, kept, index, said, scores, unmentioned), selected=round(selected, 6))
     score = logit(f, config.weights)
     w = index.weights
     # weightiest first; ties in question order, so the reason reads the same every time

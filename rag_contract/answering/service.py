@@ -32,12 +32,14 @@ from enum import StrEnum
 
 import numpy as np
 
+from rag_contract.answering.asked import analyse
 from rag_contract.answering.batching import BatchedVectors
 from rag_contract.answering.deadline import BudgetReport, Clock, Deadline, DeadlineExceeded
 from rag_contract.answering.drafting import Drafter
 from rag_contract.answering.evidence import PassageText, Query
 from rag_contract.answering.grounding import Verdict, check_claims
 from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, RULE_RELEVANCE, Relevance, assess
+from rag_contract.answering.selection import candidates, confidence, probability
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.embedders.base import Embedder
 from rag_contract.index.registry import Registry
@@ -353,9 +355,10 @@ class Service:
         deadline: Deadline,
     ) -> Deliberation:
         with deadline.stage("drafting"):
-            claims = self.drafter.draft(
-                question_id, question, passage_texts(index, passages), Query(qvec, index.weights)
-            )
+            texts = passage_texts(index, passages)
+            asked = analyse(question, index.answering, self.frequency)
+            query = Query(qvec, index.weights, asked)
+            claims = self.drafter.draft(question_id, question, texts, query)
         with deadline.stage("grounding"):
             retrieved = {p.section_id: index.passages[p.section_id] for p in passages}
             verdicts = withdraw_apparatus(
@@ -365,8 +368,15 @@ class Service:
         kept = [v for v in verdicts if v.kept]
         with deadline.stage("relevance"):
             scores = {p.section_id: p.score for p in passages}
+            selector = self.thresholds.drafting.selector
+            selected = 0.0
+            if kept and selector is not None:
+                best = confidence((v.claim.text for v in kept), candidates(question, query, texts, asked), selector)
+                selected = probability(best) if best is not None else 0.0
             relevance = (
-                assess(question, qvec, kept, index, self.thresholds.relevance, scores, self.frequency) if kept else None
+                assess(question, qvec, kept, index, self.thresholds.relevance, scores, self.frequency, asked, selected)
+                if kept
+                else None
             )
         return Deliberation(passages, tuple(verdicts), relevance)
 

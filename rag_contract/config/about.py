@@ -4,8 +4,9 @@ Contract: ``load_about(path)`` returns ``About(name, description)`` or raises ``
 naming the file and the key. ``name`` is what the corpus is ("IETF RFCs", "the Starlette
 documentation"): the live drafter is told it answers questions about it. ``description``
 completes "answers over ..." in every page's header. Both are one line of at most
-``MAX_CHARS`` characters; no other key is allowed. A project without the file is described
-by its directory's name (``About.default``).
+``MAX_CHARS`` characters; the only other key allowed is ``corpus``, the globs that say which
+files are documents (``config.corpus_selection`` reads and checks it). A project without the
+file is described by its directory's name (``About.default``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rag_contract.config.yamlfile import read_mapping
 
 MAX_CHARS = 120
 _KEYS = ("name", "description")
+_OTHER_KEYS = ("corpus",)  # read by config.corpus_selection
 
 
 class AboutError(ValueError):
@@ -37,7 +39,7 @@ def load_about(path: Path) -> About:
     path = Path(path)
     if not path.exists():
         return About.default(path.parent)
-    raw = read_mapping(path, AboutError, _KEYS)
+    raw = read_mapping(path, AboutError, _KEYS + _OTHER_KEYS)
     values = {}
     for key in _KEYS:
         value = raw.get(key)

@@ -1,7 +1,8 @@
 """eval/calibration.yaml: what the relevance fit learns from besides the committed question set.
 
-Contract: ``load_calibration(path, root)`` returns ``CalibrationConfig(development, min_grounded_citing)``
-or raises ``CalibrationError`` naming the file, the key and the rule.
+Contract: ``load_calibration(path, root)`` returns ``CalibrationConfig(development,
+min_grounded_citing, max_false_answer_rate)`` or raises ``CalibrationError`` naming the file, the
+key and the rule.
 
 - ``development``: question files (paths relative to the project root, each read with the
   question loader's rules) that were sealed, opened and measured once. From then on they are
@@ -13,6 +14,11 @@ or raises ``CalibrationError`` naming the file, the key and the rule.
   the most answers under the false-answer cost among the cuts that keep at least this share; a
   cut that refuses more would turn the service's answers partial wholesale. ``null``: no floor.
 
+- ``max_false_answer_rate``: the operating point. The fit's ``answer_at`` is then the cut that
+  answers the most training questions accurately among those that answer at most this share of
+  the training questions the corpus cannot answer (shown with claims at all, partial included);
+  ``null``: the cut is chosen by cost alone.
+
 A project without the file fits on its committed questions alone, with no floor.
 """
 
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from rag_contract.config.yamlfile import read_mapping
 
-_KEYS = ("development", "min_grounded_citing")
+_KEYS = ("development", "min_grounded_citing", "max_false_answer_rate")
 
 
 class CalibrationError(ValueError):
@@ -34,6 +40,7 @@ class CalibrationError(ValueError):
 class CalibrationConfig:
     development: tuple[Path, ...] = ()  # relative to the project root
     min_grounded_citing: float | None = None
+    max_false_answer_rate: float | None = None
 
 
 def load_calibration(path: Path, root: Path) -> CalibrationConfig:
@@ -56,4 +63,11 @@ def load_calibration(path: Path, root: Path) -> CalibrationConfig:
     floor = raw.get("min_grounded_citing")
     if floor is not None and (isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1):
         raise CalibrationError(f"{path.name}: min_grounded_citing: must be a share between 0 and 1, or null")
-    return CalibrationConfig(development, None if floor is None else float(floor))
+    ceiling = raw.get("max_false_answer_rate")
+    if ceiling is not None and (
+        isinstance(ceiling, bool) or not isinstance(ceiling, int | float) or not 0 <= ceiling <= 1
+    ):
+        raise CalibrationError(f"{path.name}: max_false_answer_rate: must be a share between 0 and 1, or null")
+    return CalibrationConfig(
+        development, None if floor is None else float(floor), None if ceiling is None else float(ceiling)
+    )

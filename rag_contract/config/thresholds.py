@@ -6,7 +6,8 @@ broke. Unknown keys, missing keys and wrong types are refused, and so are combin
 cannot both hold:
 
 - a one-sided answer bar: ``min_grounded_rate`` without ``max_answered_unanswerable`` or the
-  reverse (a refuse-everything service passes the one, an answer-everything service the other);
+  reverse (a refuse-everything service passes the one, an answer-everything service the other),
+  and ``min_accuracy_when_answered`` without ``min_coverage`` and ``max_false_answer_rate``;
 - a gate latency bar above half the request deadline (a bar at the deadline is the deadline);
 - an allowance whose rate times the deadline exceeds a quarter of a process-minute (one
   client could then claim that much of the process);
@@ -48,7 +49,11 @@ FUSION_FEATURES = (
     "coverage",
     "rank_fusion",
 )
-RELEVANCE_FEATURES = ("bias", "similarity", "coverage", "unseen", "section", "retrieval", "unmentioned")
+# The answer-sentence selector's features (``answering.selection`` computes them in this order).
+SELECTOR_FEATURES = ("bias", "similarity", "coverage", "focus", "instance", "rank", "position", "length")
+RELEVANCE_FEATURES = ("bias", "similarity", "coverage", "unseen", "section", "retrieval", "unmentioned", "selected")
+# weights a thresholds file may leave out (then 0): written since the answer-sentence selector
+OPTIONAL_RELEVANCE = frozenset({"selected"})
 FLOOR_KEYS = ("recall@1", "recall@5", "recall@10", "mrr")
 PROCESS_MINUTE_MS = 60_000.0
 # A fitted weight past this is a fit that diverged, not a weight (the committed ones are < 20).
@@ -88,6 +93,9 @@ class DraftingConfig:
     evidence_lexical_weight: float
     live_model: str
     max_completion_tokens: int
+    # the answer-sentence selector's weights, one per answering.selection.SELECTOR_FEATURES entry
+    # (fitted by calibrate); None: the extractive drafter scores by similarity and coverage
+    selector: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,14 +105,33 @@ class RelevanceConfig:
     refuse_below: float  # logit below: they do not address it (withdrawn); between: partial
 
 
+# The numeric answer bars, in the order the gate checks them.
+ANSWER_BAR_KEYS = (
+    "min_grounded_rate",
+    "max_answered_unanswerable",
+    "min_state_agreement",
+    "min_coverage",
+    "min_accuracy_when_answered",
+    "max_false_answer_rate",
+)
+
+
 @dataclass(frozen=True)
 class AnswerBars:
     min_grounded_rate: float | None
     max_answered_unanswerable: int | None
     min_state_agreement: float | None
+    # Accuracy from the annotated evidence (``quality.accuracy``): coverage of answerable questions,
+    # accuracy when answered, and the share of unanswerable ones answered at all.
+    min_coverage: float | None = None
+    min_accuracy_when_answered: float | None = None
+    max_false_answer_rate: float | None = None
     # Refusals measured landing more answered than annotated, each held at that state: a named,
     # committed exception that may not get worse and that the ratchet removes once it improves.
     known_overanswered: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Answerable questions measured short of an accurate answer, each held at its level
+    # (``quality.accuracy.MISS_LEVELS``): may not get worse; the ratchet removes one once it improves.
+    known_misses: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -233,9 +260,13 @@ _SCHEMA: dict[str, Any] = {
         "evidence_lexical_weight": (_NUMBER, _between(0.0, MAX_WEIGHT)),
         "live_model": (str, None),
         "max_completion_tokens": (int, _up_to(128_000)),  # past a long-context window: no bar
+        "selector": "selector",
     },
     "relevance": {
-        "weights": {f: (_NUMBER, _weight) for f in RELEVANCE_FEATURES},
+        "weights": {
+            f: (_NUMBER, _weight, _OPTIONAL) if f in OPTIONAL_RELEVANCE else (_NUMBER, _weight)
+            for f in RELEVANCE_FEATURES
+        },
         "answer_at": (_NUMBER, _weight),
         "refuse_below": (_NUMBER, _weight),
     },
@@ -243,7 +274,11 @@ _SCHEMA: dict[str, Any] = {
         "min_grounded_rate": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
         "max_answered_unanswerable": (int, _between(0, 10_000), _OPTIONAL),
         "min_state_agreement": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+        "min_coverage": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+        "min_accuracy_when_answered": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
+        "max_false_answer_rate": (_NUMBER, _between(0.0, 1.0), _OPTIONAL),
         "known_overanswered": "overanswered",
+        "known_misses": "misses",
     },
     "budget": {
         "request_deadline_ms": (_NUMBER, _up_to(60_000.0)),
@@ -304,8 +339,11 @@ def _check_block(path: str, raw: Any, schema: dict[str, Any]) -> dict[str, Any]:
             if isinstance(spec, tuple) and len(spec) == 3:
                 out[key] = None
                 continue
-            if spec == "overanswered":
+            if spec in ("overanswered", "misses"):
                 out[key] = MappingProxyType({})
+                continue
+            if spec == "selector":
+                out[key] = None
                 continue
             raise ThresholdsError(f"{full}: required key missing")
         value = raw[key]
@@ -315,6 +353,10 @@ def _check_block(path: str, raw: Any, schema: dict[str, Any]) -> dict[str, Any]:
             out[key] = _check_ceilings(full, value)
         elif spec == "overanswered":
             out[key] = _check_overanswered(full, value)
+        elif spec == "misses":
+            out[key] = _check_misses(full, value)
+        elif spec == "selector":
+            out[key] = _check_selector(full, value)
         elif isinstance(spec, dict):
             out[key] = _check_block(full, value, spec)
         else:
@@ -324,6 +366,11 @@ def _check_block(path: str, raw: Any, schema: dict[str, Any]) -> dict[str, Any]:
 
 def _check_floors(path: str, raw: Any) -> Mapping[str, float]:
     block = _check_block(path, raw, {k: (_NUMBER, _between(0.0, 1.0)) for k in FLOOR_KEYS})
+    return MappingProxyType({k: float(v) for k, v in block.items()})
+
+
+def _check_selector(path: str, raw: Any) -> Mapping[str, float]:
+    block = _check_block(path, raw, {f: (_NUMBER, _weight) for f in SELECTOR_FEATURES})
     return MappingProxyType({k: float(v) for k, v in block.items()})
 
 
@@ -345,6 +392,21 @@ def _check_overanswered(path: str, raw: Any) -> Mapping[str, str]:
     return MappingProxyType(dict(raw))
 
 
+# How far an answerable question's answer may fall short (``quality.accuracy.MISS_LEVELS``, less
+# the level that is no miss).
+MISS_LEVELS_HELD = ("unanswered", "inaccurate", "uncited")
+
+
+def _check_misses(path: str, raw: Any) -> Mapping[str, str]:
+    if raw is None:
+        return MappingProxyType({})
+    if not isinstance(raw, dict):
+        raise ThresholdsError(f"{path}: must be a mapping of answerable question id to the level it is held at")
+    for qid, level in raw.items():
+        _check_leaf(f"{path}.{qid}", level, (str, _one_of(*MISS_LEVELS_HELD)))
+    return MappingProxyType(dict(raw))
+
+
 # --- cross-field rules -------------------------------------------------------------------
 
 
@@ -355,6 +417,11 @@ def check_rules(t: Thresholds) -> None:
         raise ThresholdsError(
             "answers.min_grounded_rate / answers.max_answered_unanswerable: set both or neither "
             "(either alone is passed by a service that refuses, or answers, everything)"
+        )
+    if a.min_accuracy_when_answered is not None and (a.min_coverage is None or a.max_false_answer_rate is None):
+        raise ThresholdsError(
+            "answers.min_accuracy_when_answered needs answers.min_coverage and answers.max_false_answer_rate "
+            "(accuracy alone is passed by a service that answers one question it is sure of)"
         )
     if t.index.chunk_overlap >= t.index.chunk_words:
         raise ThresholdsError(
@@ -419,7 +486,7 @@ def parse_thresholds(raw: Any) -> Thresholds:
         grounding=GroundingConfig(coverage_floor=float(block["grounding"]["coverage_floor"])),
         drafting=DraftingConfig(**block["drafting"]),
         relevance=RelevanceConfig(
-            weights=MappingProxyType({k: float(v) for k, v in block["relevance"]["weights"].items()}),
+            weights=MappingProxyType({k: float(v) for k, v in block["relevance"]["weights"].items() if v is not None}),
             answer_at=float(block["relevance"]["answer_at"]),
             refuse_below=float(block["relevance"]["refuse_below"]),
         ),

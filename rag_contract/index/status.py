@@ -22,10 +22,10 @@ from pathlib import Path
 from rag_contract.config.questions import QuestionsError, QuestionSet, load_questions
 from rag_contract.config.thresholds import Thresholds, ThresholdsError, load_thresholds
 from rag_contract.corpus.chunking import ChunkParams
-from rag_contract.corpus.sources import Corpus, CorpusError, load_corpus
+from rag_contract.corpus.sources import Corpus, CorpusError
 from rag_contract.embedders import make_embedder
 from rag_contract.index.store import IndexInputs, IndexLoadError, chunking_identity, read_meta
-from rag_contract.project import Paths
+from rag_contract.project import Paths, read_corpus
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ Inputs = tuple[Thresholds, Corpus, QuestionSet]
 def index_status(paths: Paths, questions_path: Path | None = None) -> IndexStatus:
     def read() -> Inputs:
         thresholds = load_thresholds(paths.thresholds)
-        corpus = load_corpus(paths.corpus)
+        corpus = read_corpus(paths)
         by_id = corpus.by_id()
         qs = load_questions(questions_path or paths.questions, set(by_id), lambda s: by_id[s].text)
         return thresholds, corpus, qs
@@ -121,14 +121,16 @@ class StatusCache:
     def stamp(self) -> tuple:
         """What the inputs look like now (name, size, mtime of each): take it before reading
         them, so a change made while they are read shows as a change at the next ``get``."""
-        # the models: an adapted embedder's identity is the hash of its file
+        # the models: an adapted embedder's identity is the hash of its file; the corpus's
+        # sub-folders hold documents too, and project.yaml's globs say which files are read
         files = (
-            sorted(self._paths.corpus.glob("*"))
+            sorted(self._paths.corpus.rglob("*"))
             + sorted(self._paths.models.glob("*.onnx"))
             + [
                 self._paths.index / "meta.json",
                 self._paths.questions,
                 self._paths.thresholds,
+                self._paths.about,
             ]
         )
         out: list[tuple[str, int | None, int | None]] = []

@@ -45,6 +45,7 @@ from rag_contract.corpus.sentences import SPLITTER_IDENTITY, Sentence, split_sec
 from rag_contract.corpus.sentences import embed_text as sentence_text
 from rag_contract.corpus.sources import Corpus
 from rag_contract.embedders.base import Embedder
+from rag_contract.index.vector_cache import VectorCache
 from rag_contract.project import Project
 from rag_contract.retrieval.lexical import TOKENIZER_IDENTITY, Bm25State, Lexical
 from rag_contract.retrieval.terms import TermWeights
@@ -357,6 +358,90 @@ def _owners(by_id: Mapping[str, Section], section_ids: Sequence[str]) -> np.ndar
     return a
 
 
+@dataclass(frozen=True, eq=False)
+class PreviousBuild:
+    """What a rebuild can take from the index it replaces: every vector it holds, keyed by the
+    text it embeds (``vector_key``), and its derived data, valid while the sections and chunks
+    are the same."""
+
+    vectors: VectorCache
+    sections: tuple[Section, ...]
+    chunks: tuple[Chunk, ...]
+    derived: Derived
+
+
+def previous_build(directory: Path) -> tuple[PreviousBuild | None, str | None]:
+    """The index in ``directory`` as a ``PreviousBuild``, or None and why there is none to reuse
+    (no index there, or one this code does not read: the rebuild is then a full one)."""
+    if not (Path(directory) / "meta.json").is_file():
+        return None, "no index there yet"
+    try:
+        stored = read_index(directory)
+    except IndexLoadError as exc:
+        return None, f"the index there is not reusable: {exc}"
+    identity = stored.inputs.embedder_identity
+    by_id = {s.id: s for s in stored.sections}
+    chunk_texts = [embed_text(c, by_id) for c in stored.chunks]
+    sentence_texts = [sentence_text(s, by_id[s.section_id].title) for s in stored.sentences]
+    vectors = (
+        VectorCache.of(identity, chunk_texts, stored.vectors)
+        .merged(VectorCache.of(identity, sentence_texts, stored.svectors))
+        .merged(VectorCache.of(identity, stored.qtexts, stored.qvectors))
+    )
+    return PreviousBuild(vectors, tuple(stored.sections), tuple(stored.chunks), stored.derived), None
+
+
+@dataclass(frozen=True, eq=False)
+class BuildPlan:
+    """What a build of these inputs embeds: every text of the new index in build order (chunks,
+    sentences, questions) and, of those, the ones no vector is cached for (``missing``, each
+    once): only these are sent to the embedder. ``derived``: the previous build's, when its
+    sections and chunks are these (else None: computed again)."""
+
+    inputs: IndexInputs
+    chunks: tuple[Chunk, ...]
+    sentences: tuple[Sentence, ...]
+    chunk_texts: tuple[str, ...]
+    sentence_texts: tuple[str, ...]
+    question_texts: tuple[str, ...]
+    cache: VectorCache
+    missing: tuple[str, ...]
+    derived: Derived | None = None
+
+    @property
+    def reused(self) -> int:
+        """Texts of the new index whose vector is taken from the cache (repeats counted once)."""
+        return len(dict.fromkeys((*self.chunk_texts, *self.sentence_texts, *self.question_texts))) - len(self.missing)
+
+
+def plan_build(
+    corpus: Corpus,
+    params: ChunkParams,
+    embedder_identity: str,
+    questions: Sequence[Question],
+    previous: PreviousBuild | None = None,
+) -> BuildPlan:
+    sections = {s.id: s for s in corpus.sections}
+    chunks = tuple(chunk_sections(corpus.sections, params))
+    sentences = tuple(split_sections(corpus.sections))
+    chunk_texts = tuple(embed_text(c, sections) for c in chunks)
+    sentence_texts = tuple(sentence_text(s, sections[s.section_id].title) for s in sentences)
+    question_texts = tuple(q.question for q in questions)
+    cache = previous.vectors if previous else VectorCache()
+    same_text = previous is not None and previous.sections == tuple(corpus.sections) and previous.chunks == chunks
+    return BuildPlan(
+        IndexInputs(corpus.fingerprint, embedder_identity, chunking_identity(params)),
+        chunks,
+        sentences,
+        chunk_texts,
+        sentence_texts,
+        question_texts,
+        cache,
+        cache.missing(embedder_identity, (*chunk_texts, *sentence_texts, *question_texts)),
+        previous.derived if previous is not None and same_text else None,
+    )
+
+
 def build_index(
     corpus: Corpus,
     params: ChunkParams,
@@ -364,26 +449,32 @@ def build_index(
     embedder_name: str,
     questions: Sequence[Question],
     progress: Callable[[int], None] | None = None,
+    plan: BuildPlan | None = None,
 ) -> Index:
-    sections = {s.id: s for s in corpus.sections}
-    chunks = chunk_sections(corpus.sections, params)
-    inputs = IndexInputs(corpus.fingerprint, embedder.identity, chunking_identity(params))
-    vectors = embedder.embed([embed_text(c, sections) for c in chunks], progress)
-    sentences = split_sections(corpus.sections)
-    svectors = embedder.embed([sentence_text(s, sections[s.section_id].title) for s in sentences], progress)
-    qvectors = embedder.embed([q.question for q in questions], progress)
+    """The index of these inputs. ``plan`` (``plan_build`` over a ``previous_build``) makes it
+    embed only ``plan.missing``; without one every text is embedded. ``progress`` is called
+    with the count of texts embedded as they are."""
+    plan = plan or plan_build(corpus, params, embedder.identity, questions)
+    identity = plan.inputs.embedder_identity
+    if identity != embedder.identity:
+        raise ValueError(f"plan made for embedder {identity!r}, not {embedder.identity!r}")
+    known = plan.cache
+    if plan.missing:
+        known = known.merged(VectorCache.of(identity, plan.missing, embedder.embed(list(plan.missing), progress)))
+    dims = embedder.dimensions
     return assemble(
-        inputs.version,
-        inputs,
+        plan.inputs.version,
+        plan.inputs,
         embedder_name,
         corpus.sections,
-        chunks,
-        vectors,
-        sentences,
-        svectors,
+        plan.chunks,
+        known.stack(identity, plan.chunk_texts, dims),
+        plan.sentences,
+        known.stack(identity, plan.sentence_texts, dims),
         question_fingerprint(questions),
-        [q.question for q in questions],
-        qvectors,
+        list(plan.question_texts),
+        known.stack(identity, plan.question_texts, dims),
+        plan.derived,
     )
 
 
@@ -527,7 +618,26 @@ def read_meta(directory: Path) -> dict:
     return meta
 
 
-def load_index(directory: Path) -> Index:
+@dataclass(frozen=True, eq=False)
+class StoredIndex:
+    """The parts of an index directory, each file verified against ``meta.json`` and the whole
+    checked to hold together (``check_structure``, ``check_derived``): what ``load_index``
+    assembles, and what a rebuild reuses (``previous_build``) without assembling it."""
+
+    meta: Mapping
+    inputs: IndexInputs
+    sections: list[Section]
+    chunks: list[Chunk]
+    sentences: list[Sentence]
+    qfingerprint: str
+    qtexts: list[str]
+    vectors: np.ndarray
+    svectors: np.ndarray
+    qvectors: np.ndarray
+    derived: Derived
+
+
+def read_index(directory: Path) -> StoredIndex:
     directory = Path(directory)
     meta = read_meta(directory)
     data: dict[str, bytes] = {}
@@ -570,19 +680,26 @@ def load_index(directory: Path) -> Index:
         raise IndexLoadError(f"index files do not parse: {exc}") from None
     check_structure(meta, sections, chunks, sentences, len(qtexts), vectors, svectors, qvectors)
     check_derived(derived, len(sections), len(chunks))
+    return StoredIndex(
+        meta, inputs, sections, chunks, sentences, qfingerprint, qtexts, vectors, svectors, qvectors, derived
+    )
+
+
+def load_index(directory: Path) -> Index:
+    stored = read_index(directory)
     return assemble(
-        meta["version"],
-        inputs,
-        meta["embedder"],
-        sections,
-        chunks,
-        vectors,
-        sentences,
-        svectors,
-        qfingerprint,
-        qtexts,
-        qvectors,
-        derived,
+        stored.meta["version"],
+        stored.inputs,
+        stored.meta["embedder"],
+        stored.sections,
+        stored.chunks,
+        stored.vectors,
+        stored.sentences,
+        stored.svectors,
+        stored.qfingerprint,
+        stored.qtexts,
+        stored.qvectors,
+        stored.derived,
     )
 
 

@@ -2,11 +2,11 @@
 
 ``curve(calibration)`` sweeps ``relevance.answer_at`` across the range of the relevance logits
 the calibration report holds and, at each step, counts what an answer standing at that
-threshold would mean: coverage of answerable questions (answered), accuracy when answered (the
-kept claims cite an expected section), and the false-answer rate on questions the corpus cannot
-answer. It does so twice: with each question's out-of-fold logit (scored by parameters fitted
-without it) and with the in-sample logit of the full fit, so the gap between the two is on the
-chart. ``write_curve`` writes ``eval/results/abstention.json`` and ``docs/abstention.svg``
+threshold would mean: coverage of answerable questions (answered), accuracy when answered (a
+kept claim carries the question's evidence: ``quality.accuracy``), and the false-answer rate on
+questions the corpus cannot answer. It does so twice: with each question's out-of-fold logit
+(scored by parameters fitted without it) and with the in-sample logit of the full fit, so the
+gap between the two is on the chart. ``write_curve`` writes ``eval/results/abstention.json`` and ``docs/abstention.svg``
 (plain SVG written here: one small chart does not justify a plotting library in the install).
 """
 
@@ -21,13 +21,13 @@ STEPS = 21
 DIGITS = 4
 
 
-def _rows(questions: Sequence[Mapping], key: str, cites: str, thresholds: Sequence[float]) -> list[dict]:
+def _rows(questions: Sequence[Mapping], key: str, right: str, thresholds: Sequence[float]) -> list[dict]:
     ans = [q for q in questions if "oof_rank" in q]
     ref = [q for q in questions if "oof_rank" not in q]
     rows = []
     for t in thresholds:
         answered = [q for q in ans if q[key] is not None and q[key] >= t]
-        accurate = sum(1 for q in answered if q[cites])
+        accurate = sum(1 for q in answered if q[right])
         false = sum(1 for q in ref if q[key] is not None and q[key] >= t)
         rows.append(
             {
@@ -54,8 +54,8 @@ def curve(calibration: Mapping) -> dict:
         "committed_threshold": committed,
         "answerable": sum(1 for q in qs if "oof_rank" in q),
         "unanswerable": sum(1 for q in qs if "oof_rank" not in q),
-        "out_of_fold": _rows(qs, "oof_logit", "oof_cites_expected", [*thresholds, committed]),
-        "in_sample": _rows(qs, "in_sample_logit", "in_sample_cites_expected", [*thresholds, committed]),
+        "out_of_fold": _rows(qs, "oof_logit", "oof_accurate", [*thresholds, committed]),
+        "in_sample": _rows(qs, "in_sample_logit", "in_sample_accurate", [*thresholds, committed]),
     }
 
 

@@ -6,23 +6,26 @@ What is fitted (all of it committed to eval/thresholds.yaml from the fit on ever
 - ``retrieval.fusion``: the weights of the fused section score (``retrieval.ranking``), a
   class-balanced logistic regression of "is an expected section" over each answerable question's
   candidate sections;
-- ``drafting.evidence_lexical_weight``: from ``LEXICAL_WEIGHTS``, the one whose drafts cite an
-  expected section most often on the training questions (for each candidate of the next);
+- ``drafting.selector``: the answer-sentence selector's weights (``answering.selection``), a
+  class-balanced logistic regression of "the claim quoted for this sentence carries the
+  question's evidence" (``quality.accuracy``) over every sentence of the top ``max(SECTIONS)``
+  sections of each training question;
 - ``drafting.extractive_sections``: from ``SECTIONS``, the number of top-ranked sections the
   extractive drafter quotes from whose answers, once relevance is fitted on the training
-  questions, net the most correct answers minus ``FALSE_ANSWER_COST`` x unanswerable questions
-  answered there (ties to fewer sections);
-- ``relevance.weights``: a class-balanced logistic regression of "an answerable question whose
-  kept claims cite an expected section" against everything else, on the relevance features;
-- ``relevance.answer_at``: the logit that maximises correct answers minus
-  ``FALSE_ANSWER_COST`` x unanswerable questions answered, on the training questions, among the
-  logits that keep at least ``min_grounded_citing`` of the training questions' answerable ones
-  grounded and citing an expected section (``config.calibration``; no floor without one);
-- ``relevance.refuse_below``: the logit (at most ``answer_at``) that puts most training refusals
-  in their annotated state (partial between the two, unsupported below).
+  questions, net the most (``net_answers``; ties to fewer sections);
+- ``relevance.weights``: a class-balanced logistic regression of "the answer is accurate" (a
+  kept claim carries the evidence) on the relevance features, the selector's confidence among
+  them;
+- ``relevance.answer_at`` = ``relevance.refuse_below``: one threshold on that one confidence. It
+  nets the most accurate answers less ``WRONG_ANSWER_COST`` per answer shown without the
+  evidence and ``FALSE_ANSWER_COST`` per unanswerable question answered, on the training
+  questions (among the cuts that keep ``min_grounded_citing`` grounded and citing where
+  ``config.calibration`` sets one). Below it nothing is shown; at or above it the answer is
+  grounded, or partial where a rule of ``answering.asked`` caps it or grounding withdrew a claim.
+  ``drafting.evidence_lexical_weight`` is no longer fitted: the selector weighs words itself.
 
 Development sets (``eval/calibration.yaml``: sealed sets opened and measured once) join the
-relevance fit and the choice of ``drafting.extractive_sections``: their questions were written by
+selector, the relevance fit and the choice of ``drafting.extractive_sections``: their questions were written by
 people who never saw the rules, so their refusals are the unseen ones the committed refusals,
 which the rules were designed against, stand in for badly. Retrieval (fusion, lexical weight)
 is fitted on the committed questions alone. Development questions are folded like the
@@ -53,27 +56,41 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rag_contract.answering.drafting import ExtractiveDrafter
+from rag_contract.answering.asked import analyse
+from rag_contract.answering.drafting import ExtractiveDrafter, claim_text
+from rag_contract.answering.evidence import Query
 from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, Features, logit, verdict_for
-from rag_contract.answering.service import Service
+from rag_contract.answering.selection import candidates
+from rag_contract.answering.service import Service, offered
 from rag_contract.config.calibration import load_calibration
 from rag_contract.config.questions import Question
-from rag_contract.config.thresholds import FUSION_FEATURES, RELEVANCE_FEATURES, RelevanceConfig, Thresholds
+from rag_contract.config.thresholds import (
+    FUSION_FEATURES,
+    RELEVANCE_FEATURES,
+    SELECTOR_FEATURES,
+    RelevanceConfig,
+    Thresholds,
+)
 from rag_contract.embedders.local import ADAPTED_NAME
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
 from rag_contract.project import Project, read_development
+from rag_contract.quality.accuracy import Outcome, accurate, figures
 from rag_contract.quality.adapted_folds import FOLDS_FILE, FoldLegs, fold_meta, load_fold_legs
 from rag_contract.quality.evaluation import lazy_embed, vectors_for
 from rag_contract.retrieval.ranking import section_columns, section_features
+from rag_contract.text.english import zipf
 
 FOLDS = 5
-LEXICAL_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 SECTIONS = (3, 4, 5)
 # An unanswerable question answered as if the corpus said so costs as much as this many
 # answerable questions left unanswered: inventing is worse than declining, by a margin set here
 # (docs/adr/0003-relevance-and-calibration.md shows what 4, 8 and 16 trade).
 FALSE_ANSWER_COST = 8.0
+# An answer shown without the evidence costs this many accurate ones: answering pays only where
+# more than WRONG / (1 + WRONG) of the answers shown are accurate (0.8 at 4), the accuracy when
+# answered the contract promises.
+WRONG_ANSWER_COST = 4.0
 CANDIDATES = 40  # sections per question the fusion fit compares the expected ones against
 ITERATIONS = 400
 LEARNING_RATE = 0.5
@@ -186,14 +203,55 @@ class Row:
     ceiling: str  # the best verdict the rules allow (``Relevance.ceiling``), whatever the logit
     all_kept: bool
     cites_expected: bool
+    accurate: bool = False  # a kept claim carries the question's evidence (``quality.accuracy``)
 
 
-def with_params(t: Thresholds, fusion: Mapping[str, float], lexical_weight: float, sections: int) -> Thresholds:
+def with_params(
+    t: Thresholds,
+    fusion: Mapping[str, float],
+    lexical_weight: float,
+    sections: int,
+    selector: Mapping[str, float] | None = None,
+) -> Thresholds:
     return replace(
         t,
         retrieval=replace(t.retrieval, serving_mode="fused", fusion=dict(fusion)),
-        drafting=replace(t.drafting, evidence_lexical_weight=lexical_weight, extractive_sections=sections),
+        drafting=replace(
+            t.drafting, evidence_lexical_weight=lexical_weight, extractive_sections=sections, selector=selector
+        ),
     )
+
+
+# --- the answer-sentence selector ---------------------------------------------------------------
+
+
+def selector_samples(
+    index: Index, thresholds: Thresholds, questions: Sequence[Question], query_vector: Callable
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every sentence of the passages the drafter could quote from (the top ``max(SECTIONS)``) for
+    each answerable question with evidence: its selector features, and whether the claim the
+    drafter would quote for it carries the evidence (``quality.accuracy``)."""
+    xs: list[tuple[float, ...]] = []
+    ys: list[float] = []
+    for q in questions:
+        if not q.answerable or q.evidence is None:
+            continue
+        texts = offered(index, thresholds, q.question, query_vector)[: max(SECTIONS)]
+        by_id = {p.section_id: p for p in texts}
+        asked = analyse(q.question, index.answering, zipf)
+        query = Query(query_vector(index, q.question), index.weights, asked)
+        for c in candidates(q.question, query, texts, asked):
+            xs.append(c.features)
+            ys.append(float(accurate([claim_text(c.position, by_id[c.section_id])], q.evidence)))
+    return np.array(xs, dtype=float).reshape(len(xs), len(SELECTOR_FEATURES) - 1), np.array(ys)
+
+
+def fit_selector(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """The selector's weights: a class-balanced logistic regression of "carries the evidence"."""
+    w, b = fit_logistic(x, y)
+    return {"bias": round(b, DIGITS)} | {
+        name: round(float(v), DIGITS) for name, v in zip(SELECTOR_FEATURES[1:], w, strict=True)
+    }
 
 
 def answer_rows(
@@ -218,6 +276,7 @@ def answer_rows(
                 d.relevance.ceiling if d and d.relevance else OFF_TOPIC,
                 d is not None and len(kept) == len(d.verdicts),
                 q.answerable and any(v.claim.section_id in q.expected for v in kept),
+                q.answerable and accurate((v.claim.text for v in kept), q.evidence),
             )
         )
     return rows
@@ -246,6 +305,7 @@ def _features(rows: Sequence[Row]) -> np.ndarray:
                 r.features.section,
                 r.features.retrieval,
                 r.features.unmentioned,
+                r.features.selected,
             ]
             for r in rows
             if r.features
@@ -260,11 +320,28 @@ def grounded_citing(rows: Sequence[Row], relevance: RelevanceConfig) -> float:
     return right / len(answerable) if answerable else 0.0
 
 
+def false_answer_rate(rows: Sequence[Row], relevance: RelevanceConfig) -> float:
+    """The share of the unanswerable ``rows`` shown with claims (grounded or partial) under ``relevance``."""
+    refusals = [r for r in rows if not r.answerable]
+    shown = sum(state_of(r, relevance) != "unsupported" for r in refusals)
+    return shown / len(refusals) if refusals else 0.0
+
+
 def fit_relevance(
-    rows: Sequence[Row], false_answer_cost: float = FALSE_ANSWER_COST, min_grounded_citing: float | None = None
+    rows: Sequence[Row],
+    false_answer_cost: float = FALSE_ANSWER_COST,
+    min_grounded_citing: float | None = None,
+    max_false_answer_rate: float | None = None,
 ) -> RelevanceConfig:
+    """One confidence decides the state: a class-balanced logistic regression of "the answer is
+    accurate" (a kept claim carries the evidence) over the relevance features, and one threshold,
+    ``answer_at`` = ``refuse_below``: at or above it the answer stands (grounded, or partial where
+    a rule caps it or a claim was withdrawn), below it nothing is shown. The threshold nets the
+    most accurate answers less ``WRONG_ANSWER_COST`` per inaccurate one and ``false_answer_cost``
+    per unanswerable question answered (``net_answers``), among the cuts that keep
+    ``min_grounded_citing`` where one is configured; ties go to the higher threshold."""
     scored = [r for r in rows if r.features is not None]
-    w, b = fit_logistic(_features(scored), np.array([float(r.cites_expected) for r in scored]))
+    w, b = fit_logistic(_features(scored), np.array([float(r.accurate) for r in scored]))
     weights = {"bias": round(b, DIGITS)} | {
         name: round(float(v), DIGITS) for name, v in zip(RELEVANCE_FEATURES[1:], w, strict=True)
     }
@@ -278,21 +355,20 @@ def fit_relevance(
         floor = min_grounded_citing
         return floor is None or grounded_citing(rows, RelevanceConfig(weights, t, t)) >= floor
 
+    if max_false_answer_rate is not None:
+        # the operating point: the most answering cut whose false answers stay within the bound
+        # (above the highest logit nothing is shown, so some cut always keeps it)
+        ceiling = [*cuts, (cuts[-1] + 1.0) if cuts else 0.0]
+        within = [
+            t for t in ceiling if false_answer_rate(scored, RelevanceConfig(weights, t, t)) <= max_false_answer_rate
+        ]
+        answer_at = round(min(within), DIGITS)
+        return RelevanceConfig(weights, answer_at, answer_at)
     # the most conservative of the best cuts that keep the floor: ties go to the higher threshold;
     # when no cut keeps it (the fit cannot place the answers at all), the most answering one
     allowed = [t for t in cuts if kept(t)] or cuts[:1]
     answer_at = max(allowed, key=lambda t: (gain(t), t)) if allowed else 0.0
-
-    def agreement(t: float) -> float:
-        config = RelevanceConfig(weights, answer_at, t)
-        refusals = [r for r in rows if not r.answerable]
-        right = sum(state_of(r, config) == r.expected_state for r in refusals)
-        shown = sum(state_of(r, config) != "unsupported" for r in rows if r.cites_expected)
-        return right + 0.5 * shown
-
-    below = [t for t in cuts if t <= answer_at] or [answer_at]
-    refuse_below = max(below, key=lambda t: (agreement(t), -t))
-    return RelevanceConfig(weights, answer_at, refuse_below)
+    return RelevanceConfig(weights, answer_at, answer_at)
 
 
 # --- the whole fit ----------------------------------------------------------------------------
@@ -304,12 +380,14 @@ class Params:
     lexical_weight: float
     sections: int
     relevance: RelevanceConfig
+    selector: Mapping[str, float]
 
     def as_dict(self) -> dict:
         return {
             "retrieval.fusion": dict(self.fusion),
             "drafting.evidence_lexical_weight": self.lexical_weight,
             "drafting.extractive_sections": self.sections,
+            "drafting.selector": dict(self.selector),
             "relevance.weights": dict(self.relevance.weights),
             "relevance.answer_at": self.relevance.answer_at,
             "relevance.refuse_below": self.relevance.refuse_below,
@@ -329,7 +407,14 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
 
     assignment = folds(questions) | folds(extra)
     fit = Fitting(
-        index, project.thresholds, everyone, vectors, query_vector, false_answer_cost, config.min_grounded_citing
+        index,
+        project.thresholds,
+        everyone,
+        vectors,
+        query_vector,
+        false_answer_cost,
+        config.min_grounded_citing,
+        config.max_false_answer_rate,
     )
     oof_rows: dict[str, Row] = {}
     oof_states: dict[str, str] = {}
@@ -369,6 +454,7 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
         "out_of_fold_retrieval": retrieval_source,
         "false_answer_cost": false_answer_cost,
         "min_grounded_citing": config.min_grounded_citing,
+        "max_false_answer_rate": config.max_false_answer_rate,
         "params": full.as_dict(),
         "fold_params": per_fold,
         "out_of_fold": summary(questions, oof_rows, oof_states, oof_ranks, project.thresholds.retrieval.top_k),
@@ -390,6 +476,8 @@ def calibrate(project: Project, index: Index, false_answer_cost: float = FALSE_A
                 "in_sample_logit": in_logits[q.id],
                 "oof_cites_expected": oof_rows[q.id].cites_expected,
                 "in_sample_cites_expected": in_rows[q.id].cites_expected,
+                "oof_accurate": oof_rows[q.id].accurate,
+                "in_sample_accurate": in_rows[q.id].accurate,
                 **({"oof_rank": oof_ranks[q.id], "in_sample_rank": in_ranks[q.id]} if q.answerable else {}),
             }
             for q in questions
@@ -434,14 +522,16 @@ def adapted_oof_ranks(
 
 
 def net_answers(rows: Sequence[Row], relevance: RelevanceConfig, false_answer_cost: float) -> float:
-    """Correct answers (grounded, citing an expected section) minus ``false_answer_cost`` x
-    unanswerable questions answered, as ``state_of`` decides them under ``relevance``."""
-    correct = false = 0
+    """Accurate answers less ``WRONG_ANSWER_COST`` x answers shown without the evidence and
+    ``false_answer_cost`` x unanswerable questions answered, as ``state_of`` decides them under
+    ``relevance`` (answered: shown with claims, grounded or partial)."""
+    right = wrong = false = 0
     for r in rows:
-        if state_of(r, relevance) == "grounded":
-            correct += r.answerable and r.cites_expected
+        if state_of(r, relevance) in ("grounded", "partial"):
+            right += r.answerable and r.accurate
+            wrong += r.answerable and not r.accurate
             false += not r.answerable
-    return correct - false_answer_cost * false
+    return right - WRONG_ANSWER_COST * wrong - false_answer_cost * false
 
 
 @dataclass(frozen=True)
@@ -456,32 +546,32 @@ class Fitting:
     query_vector: Callable
     false_answer_cost: float
     min_grounded_citing: float | None = None
+    max_false_answer_rate: float | None = None
 
     def on(self, train: Sequence[Question], development: Sequence[Question] = ()) -> tuple[Params, list[Row]]:
-        """The parameters fitted on ``train`` (retrieval from it alone; relevance and the number
-        of sections quoted from it with ``development``), every question answered under them."""
+        """The parameters fitted on ``train`` (retrieval from it alone; the selector, relevance and
+        the number of sections quoted from it with ``development``), every question answered
+        under them."""
         fusion = fit_fusion(self.index, [q for q in train if q.answerable], self.vectors)
-        train_ids = {q.id for q in train}
-        relevance_ids = train_ids | {q.id for q in development}
+        relevance_ids = {q.id for q in train} | {q.id for q in development}
+        lexical_weight = self.thresholds.drafting.evidence_lexical_weight  # the selector weighs words itself
+        widest = with_params(self.thresholds, fusion, lexical_weight, max(SECTIONS))
+        selector = fit_selector(*selector_samples(self.index, widest, [*train, *development], self.query_vector))
         best: tuple[float, Params, list[Row]] | None = None
         for sections in SECTIONS:
-            rows_by_weight = {
-                lw: answer_rows(
-                    self.index, with_params(self.thresholds, fusion, lw, sections), self.everyone, self.query_vector
-                )
-                for lw in LEXICAL_WEIGHTS
-            }
-
-            def cited(lw: float, by_weight: Mapping[float, list[Row]] = rows_by_weight) -> int:
-                return sum(r.cites_expected for r in by_weight[lw] if r.id in train_ids)
-
-            # ties go to the smaller weight: meaning first, words second
-            lexical_weight = max(LEXICAL_WEIGHTS, key=lambda lw: (cited(lw), -lw))
-            trained = [r for r in rows_by_weight[lexical_weight] if r.id in relevance_ids]
-            relevance = fit_relevance(trained, self.false_answer_cost, self.min_grounded_citing)
+            rows = answer_rows(
+                self.index,
+                with_params(self.thresholds, fusion, lexical_weight, sections, selector),
+                self.everyone,
+                self.query_vector,
+            )
+            trained = [r for r in rows if r.id in relevance_ids]
+            relevance = fit_relevance(
+                trained, self.false_answer_cost, self.min_grounded_citing, self.max_false_answer_rate
+            )
             net = net_answers(trained, relevance, self.false_answer_cost)
             if best is None or net > best[0]:  # ties go to fewer sections
-                best = (net, Params(fusion, lexical_weight, sections, relevance), rows_by_weight[lexical_weight])
+                best = (net, Params(fusion, lexical_weight, sections, relevance, selector), rows)
         assert best is not None
         return best[1], best[2]
 
@@ -505,6 +595,7 @@ def _answers(qs: Sequence[Question], rows: Mapping[str, Row], states: Mapping[st
         "grounded": _rate(sum(states[q.id] == "grounded" for q in ans), len(ans)),
         "answered_unanswerable": [q.id for q in ref if states[q.id] == "grounded"],
         "state_agreement": _rate(sum(states[q.id] == q.expected_state for q in ref), len(ref)),
+        "accuracy": figures([Outcome(q.answerable, states[q.id], rows[q.id].accurate) for q in qs]),
     }
 
 

@@ -26,6 +26,7 @@ from rag_contract.answering.service import Abandoned
 from rag_contract.config.questions import Question
 from rag_contract.embedders import make_embedder
 from rag_contract.index.store import Index, load_index
+from rag_contract.quality.accuracy import accurate, figures, outcomes
 from rag_contract.retrieval.ranking import MODES, rank_sections
 
 KS = (1, 3, 5, 10)
@@ -269,6 +270,8 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
         }
         if q.answerable:
             row["cites_expected"] = any(v.claim.section_id in q.expected for v in a.kept)
+            row["accurate"] = accurate((v.claim.text for v in a.kept), q.evidence)
+            row["cited"] = list(dict.fromkeys(v.claim.section_id for v in a.kept))
         rows.append(row)
     ans = [r for r in rows if r["answerable"]]
     ref = [r for r in rows if not r["answerable"]]
@@ -288,6 +291,7 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
             sum(r["state"] == "grounded" and bool(r.get("cites_expected")) for r in ans), len(ans)
         ),
         "state_agreement": rate(sum(r["state"] == r["expected_state"] for r in ref), len(ref)),
+        "accuracy": figures(outcomes(rows)),
         "answered_unanswerable": sum(r["state"] == "grounded" for r in ref),
         "answered_unanswerable_ids": [r["id"] for r in ref if r["state"] == "grounded"],
         "claims": sum(r.get("claims", 0) for r in rows),
@@ -320,4 +324,5 @@ def _answers_subset(rows: Sequence[dict], ids: Sequence[str]) -> dict:
         ),
         "answered_unanswerable": sum(r["state"] == "grounded" for r in ref),
         "state_agreement": rate(sum(r["state"] == r.get("expected_state") for r in ref), len(ref)),
+        "accuracy": figures(outcomes([r for r in rows if r["id"] in wanted])),
     }

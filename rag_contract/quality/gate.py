@@ -11,8 +11,11 @@ the build is held to, each with a stable id:
 - ``index/freshness``              corpus, embedder, chunking still those the index was built from
 - ``index/question-vectors``       the committed question vectors are those of the question set
 - ``report/retrieval``             eval/results/retrieval.json equals what the eval produces now
+- ``answers/answer/<qid>``         one per answerable question: answered no worse than it is held at
+                                   (accurate, unless ``answers.known_misses`` holds it lower)
 - ``answers/refusal/<uid>``        one per unanswerable question: lands in its expected state
-- ``answers/<bar>``                grounded rate, answered-unanswerable, state agreement
+- ``answers/<bar>``                grounded rate, answered-unanswerable, state agreement, coverage,
+                                   accuracy when answered, false-answer rate (``quality.accuracy``)
 - ``report/answers``               eval/results/answers.json equals what the answer eval produces now
 - ``budget/latency``               the slowest question's median request time under max_request_ms
 - ``budget/rebuild``, ``budget/rerecord``, ``budget/drafting-vs-cap``  priced runs vs their ceilings
@@ -38,12 +41,14 @@ from rag_contract.answering.drafting import FixtureDrafter
 from rag_contract.answering.live_drafter import rerecord_prompts
 from rag_contract.answering.service import Service, committed_vector, offered
 from rag_contract.config.questions import Question
-from rag_contract.config.thresholds import FLOOR_KEYS
+from rag_contract.config.thresholds import ANSWER_BAR_KEYS, FLOOR_KEYS
 from rag_contract.embedders import make_embedder
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import index_status
 from rag_contract.index.store import load_index, rebuild_texts
 from rag_contract.project import load_project
+from rag_contract.quality.accuracy import ANSWERED as SHOWN
+from rag_contract.quality.accuracy import MISS_LEVELS, miss_level
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.spend import load_prices, priced_rebuild, worst_case_rerecord
 from rag_contract.web.ratelimit import Allowance, probe
@@ -275,6 +280,10 @@ def _question_vectors(ctx: GateContext) -> Outcome:
     )
 
 
+# A project need not be a git repository: the advice names no tool.
+KEEP_IT = "keep the result with the project (commit it if the project is under version control)"
+
+
 def _report_matches(name: str, produce: Callable[[GateContext], str], command: str) -> Callable[[GateContext], Outcome]:
     def run(ctx: GateContext) -> Outcome:
         path = ctx.project.paths.result(name)
@@ -282,14 +291,14 @@ def _report_matches(name: str, produce: Callable[[GateContext], str], command: s
         try:
             committed = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return Outcome(False, f"eval/results/{name} is missing; run `{command}` and commit it.")
+            return Outcome(False, f"eval/results/{name} is missing; run `{command}` and {KEEP_IT}.")
         if committed == now:
             return Outcome(True, f"eval/results/{name} matches the eval")
         diffs = _json_diff(json.loads(committed), json.loads(now))
         return Outcome(
             False,
             f"eval/results/{name} differs from what `{command}` produces now "
-            f"({'; '.join(diffs[:5])}). Rerun it and commit the result.",
+            f"({'; '.join(diffs[:5])}). Rerun it and {KEEP_IT}.",
             {"differences": len(diffs)},
         )
 
@@ -361,20 +370,61 @@ def _refusal(qid: str) -> Callable[[GateContext], Outcome]:
     return run
 
 
+def _measured(answers: Mapping, figure: str) -> float | int | None:
+    """A figure of the answers report: top-level, or one of its ``accuracy`` block."""
+    accuracy = answers.get("accuracy", {})
+    return accuracy[figure] if figure in accuracy else answers[figure]
+
+
+def _answer(qid: str) -> Callable[[GateContext], Outcome]:
+    """An answerable question's answer may not fall short of it by more than it is held at.
+
+    Its level (``quality.accuracy.miss_level``), best first: ``accurate`` (a kept claim carries
+    its evidence), ``unanswered`` (nothing shown: a refusal is safe), ``inaccurate`` (claims from
+    an expected section without the evidence), ``uncited`` (claims citing no expected section:
+    an answer from the wrong place). ``answers.known_misses`` holds a question measured short at
+    its level; every other one is held at ``accurate``."""
+
+    def run(ctx: GateContext) -> Outcome:
+        q = _question(ctx, qid)
+        row = ctx.answer_row(qid)
+        level = miss_level(row["state"], bool(row.get("cites_expected")), bool(row.get("accurate")))
+        held = ctx.thresholds.answers.known_misses.get(qid, MISS_LEVELS[0])
+        figures = {"state": row["state"], "level": level, "held_at": held}
+        where = f" citing {', '.join(row.get('cited', [])) or 'nothing'}" if row["state"] in SHOWN else ""
+        if MISS_LEVELS.index(level) <= MISS_LEVELS.index(held):
+            note = "" if held == MISS_LEVELS[0] else f", held at {held} by answers.known_misses"
+            return Outcome(True, f"{qid} answered {level} ({row['state']}{where}){note}", figures)
+        return Outcome(
+            False,
+            f'{qid} "{q.question}" was answered {level} ({row["state"]}{where}; expected {", ".join(q.expected)}, '
+            f"evidence {q.evidence!r}), worse than the {held} it is held at"
+            + (" by answers.known_misses." if held != MISS_LEVELS[0] else "."),
+            figures,
+        )
+
+    return run
+
+
 def _answer_bar(key: str) -> Callable[[GateContext], Outcome]:
     spec = {
         "min_grounded_rate": ("grounded_rate", ">="),
         "min_state_agreement": ("state_agreement", ">="),
         "max_answered_unanswerable": ("answered_unanswerable", "<="),
+        "min_coverage": ("coverage", ">="),
+        "min_accuracy_when_answered": ("accuracy_when_answered", ">="),
+        "max_false_answer_rate": ("false_answer_rate", "<="),
     }[key]
 
     def run(ctx: GateContext) -> Outcome:
         bar = getattr(ctx.thresholds.answers, key)
-        value = ctx.answers[spec[0]]
+        value = _measured(ctx.answers, spec[0])
         figures = {"measured": value, "bar": bar}
-        ok = value >= bar if spec[1] == ">=" else value <= bar
+        # a rate with no denominator (n/a) holds no bar: nothing was answered to be accurate
+        ok = value is not None and (value >= bar if spec[1] == ">=" else value <= bar)
         if ok:
             return Outcome(True, f"{spec[0]} {value} {spec[1]} {bar}", figures)
+        rows = ctx.answers["questions"]
         if spec[0] == "answered_unanswerable":
             who = ", ".join(ctx.answers["answered_unanswerable_ids"])
             return Outcome(
@@ -383,11 +433,25 @@ def _answer_bar(key: str) -> Callable[[GateContext], Outcome]:
                 figures,
             )
         if spec[0] == "grounded_rate":
-            who = ", ".join(r["id"] for r in ctx.answers["questions"] if r["answerable"] and r["state"] != "grounded")
+            who = ", ".join(r["id"] for r in rows if r["answerable"] and r["state"] != "grounded")
             return Outcome(False, f"grounded rate {value} is below answers.{key} {bar}; not grounded: {who}.", figures)
-        who = ", ".join(
-            r["id"] for r in ctx.answers["questions"] if not r["answerable"] and r["state"] != r["expected_state"]
-        )
+        if spec[0] == "coverage":
+            who = ", ".join(r["id"] for r in rows if r["answerable"] and r["state"] not in SHOWN)
+            return Outcome(False, f"coverage {value} is below answers.{key} {bar}; not answered: {who}.", figures)
+        if spec[0] == "accuracy_when_answered":
+            who = ", ".join(r["id"] for r in rows if r["answerable"] and r["state"] in SHOWN and not r.get("accurate"))
+            return Outcome(
+                False,
+                f"accuracy when answered {value if value is not None else 'n/a'} is below answers.{key} {bar}; "
+                f"answered without the evidence: {who or 'none (nothing answered)'}.",
+                figures,
+            )
+        if spec[0] == "false_answer_rate":
+            who = ", ".join(r["id"] for r in rows if not r["answerable"] and r["state"] in SHOWN)
+            return Outcome(
+                False, f"false-answer rate {value} is above answers.{key} {bar}; answered anyway: {who}.", figures
+            )
+        who = ", ".join(r["id"] for r in rows if not r["answerable"] and r["state"] != r["expected_state"])
         return Outcome(False, f"state agreement {value} is below answers.{key} {bar}; disagreeing: {who}.", figures)
 
     return run
@@ -491,13 +555,10 @@ def checks(ctx: GateContext) -> list[Check]:
             _report_matches("retrieval.json", lambda c: c.retrieval.to_json(), "rag-contract eval"),
         ),
     ]
+    out += [Check(f"answers/answer/{q.id}", "answer", _answer(q.id)) for q in ctx.project.questions.answerable]
     out += [Check(f"answers/refusal/{q.id}", "refusal", _refusal(q.id)) for q in ctx.project.questions.refusals]
     a = ctx.thresholds.answers
-    out += [
-        Check(f"answers/{k}", "answers", _answer_bar(k))
-        for k in ("min_grounded_rate", "max_answered_unanswerable", "min_state_agreement")
-        if getattr(a, k) is not None
-    ]
+    out += [Check(f"answers/{k}", "answers", _answer_bar(k)) for k in ANSWER_BAR_KEYS if getattr(a, k) is not None]
     out += [
         Check(
             "report/answers",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rag_contract.answering.service import Abandoned, Answer, AnswerState
 from rag_contract.config.questions import Question
+from rag_contract.quality.accuracy import accurate, figures, outcomes
 
 DIGITS = 4
 
@@ -58,7 +59,11 @@ def _row(q: Question, a: Answer | Abandoned) -> dict:
     rank = next((p.rank for p in a.passages if p.section_id in q.expected), None)
     row = base | {"state": a.state.value}
     if q.answerable:
-        row |= {"rank": rank, "cites_expected": any(v.claim.section_id in q.expected for v in a.kept)}
+        row |= {
+            "rank": rank,
+            "cites_expected": any(v.claim.section_id in q.expected for v in a.kept),
+            "accurate": accurate((v.claim.text for v in a.kept), q.evidence),
+        }
     if a.relevance is not None:
         row |= {
             "answer_type": a.relevance.asked.answer_type.value if a.relevance.asked else None,
@@ -100,6 +105,7 @@ def held_out_report(
                 sum(r["state"] == AnswerState.GROUNDED.value and r.get("cites_expected", False) for r in ans), len(ans)
             ),
         },
+        "accuracy": figures(outcomes(rows)),
         "unanswerable": {
             "questions": len(ref),
             "answered_grounded": grounded(ref),

@@ -6,10 +6,14 @@ Rules (the same ones the file's comments state):
   longer in the set loses its ceiling, a new one gains one;
 - retrieval floors sit ``FLOOR_SLACK_QUESTIONS`` questions below the measured figure, except
   ``recall@10`` (the eval window), which is pinned at the measured value;
-- answer bars: ``min_grounded_rate`` and ``min_state_agreement`` sit ``FLOOR_SLACK_QUESTIONS``
-  questions below the measured rate; ``max_answered_unanswerable`` is the measured count;
+- answer bars: ``min_grounded_rate``, ``min_state_agreement``, ``min_coverage`` and
+  ``min_accuracy_when_answered`` sit ``FLOOR_SLACK_QUESTIONS`` questions below the measured rate;
+  ``max_answered_unanswerable`` and ``max_false_answer_rate`` are the measured count and rate
+  (none of the accuracy bars where a rate has no denominator);
 - a refusal measured more answered than annotated is held at its measured state
-  (``answers.known_overanswered.<uid>``); one that lands in or below its annotation has none.
+  (``answers.known_overanswered.<uid>``); one that lands in or below its annotation has none;
+- an answerable question measured short of an accurate answer is held at its level
+  (``answers.known_misses.<qid>``, ``quality.accuracy.MISS_LEVELS``); an accurate one has none.
 
 ``ratchet(old, new, allow_loosen)`` keeps the tighter of the committed and the measured bar
 unless loosening is allowed, and lists every change so the command can print it. A loosened
@@ -22,7 +26,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rag_contract.config.thresholds import Thresholds
+from rag_contract.config.thresholds import ANSWER_BAR_KEYS, Thresholds
+from rag_contract.quality.accuracy import MISS_LEVELS, miss_level
 
 CEILING_SLACK = 2
 FLOOR_SLACK_QUESTIONS = 2
@@ -62,7 +67,18 @@ def measured_bars(retrieval: Mapping, answers: Mapping | None) -> dict[str, floa
         bars["answers.min_grounded_rate"] = _floor_below(answers["grounded_rate"], answers["answerable"])
         bars["answers.max_answered_unanswerable"] = answers["answered_unanswerable"]
         bars["answers.min_state_agreement"] = _floor_below(answers["state_agreement"], answers["refusals"])
+        acc = answers["accuracy"]
+        if acc["coverage"] is not None and acc["false_answer_rate"] is not None:
+            bars["answers.min_coverage"] = _floor_below(acc["coverage"], answers["answerable"])
+            bars["answers.max_false_answer_rate"] = acc["false_answer_rate"]
+            if (right := acc["accuracy_when_answered"]) is not None:
+                bars["answers.min_accuracy_when_answered"] = _floor_below(right, acc["answered"])
         for row in answers["questions"]:
+            if row["answerable"]:
+                level = miss_level(row["state"], bool(row.get("cites_expected")), bool(row.get("accurate")))
+                if level != MISS_LEVELS[0]:
+                    bars[f"answers.known_misses.{row['id']}"] = level
+                continue
             state, expected = row["state"], row.get("expected_state")
             if not row["answerable"] and state in STATE_ORDER and STATE_ORDER[state] > STATE_ORDER[expected]:
                 bars[f"answers.known_overanswered.{row['id']}"] = state
@@ -73,10 +89,15 @@ STATE_ORDER = {"unsupported": 0, "partial": 1, "grounded": 2}
 
 
 def _lower_is_tighter(key: str) -> bool:
-    return key.startswith("retrieval.ceilings.") or key == "answers.max_answered_unanswerable"
+    return key.startswith("retrieval.ceilings.") or key in (
+        "answers.max_answered_unanswerable",
+        "answers.max_false_answer_rate",
+    )
 
 
 def _tighter(key: str, value: float | int | str, before: float | int | str) -> bool:
+    if key.startswith("answers.known_misses."):
+        return MISS_LEVELS.index(str(value)) < MISS_LEVELS.index(str(before))
     if key.startswith("answers.known_overanswered."):
         return STATE_ORDER[str(value)] < STATE_ORDER[str(before)]
     return value < before if _lower_is_tighter(key) else value > before  # type: ignore[operator]
@@ -92,10 +113,11 @@ def ratchet(
         before = old.get(key)
         if before is None:
             # a new question gains its ceiling; a new exception is a loosening and needs consent
-            if key.startswith("answers.known_overanswered.") and not allow_loosen:
+            exception = key.startswith(("answers.known_overanswered.", "answers.known_misses."))
+            if exception and not allow_loosen:
                 continue
             out[key] = value
-            changes.append(Change(key, None, value, key.startswith("answers.known_overanswered.")))
+            changes.append(Change(key, None, value, exception))
             continue
         tighter = _tighter(key, value, before)
         if value == before:
@@ -106,7 +128,9 @@ def ratchet(
         else:
             out[key] = before
     for key, before in old.items():
-        if key not in new and key.startswith(("retrieval.ceilings.", "answers.known_overanswered.")):
+        if key not in new and key.startswith(
+            ("retrieval.ceilings.", "answers.known_overanswered.", "answers.known_misses.")
+        ):
             changes.append(Change(key, before, None, False))
     return out, changes
 
@@ -115,9 +139,10 @@ def current_bars(t: Thresholds) -> dict[str, float | int | str]:
     """The committed bars, keyed as ``measured_bars`` keys them."""
     bars: dict[str, float | int | str] = {f"retrieval.floors.{k}": v for k, v in t.retrieval.floors.items()}
     bars.update({f"retrieval.ceilings.{q}": r for q, r in t.retrieval.ceilings.items()})
-    for key in ("min_grounded_rate", "max_answered_unanswerable", "min_state_agreement"):
+    for key in ANSWER_BAR_KEYS:
         value = getattr(t.answers, key)
         if value is not None:
             bars[f"answers.{key}"] = value
     bars.update({f"answers.known_overanswered.{q}": s for q, s in t.answers.known_overanswered.items()})
+    bars.update({f"answers.known_misses.{q}": s for q, s in t.answers.known_misses.items()})
     return bars

@@ -55,6 +55,8 @@ def write_fitted(path: Path, params: Mapping[str, Any]) -> str:
         for key in parents:
             node = node[key]
         if isinstance(value, Mapping):
+            if leaf not in node:  # a block the fit adds (drafting.selector)
+                node[leaf] = {}
             for k, v in value.items():
                 node[leaf][k] = v
         else:
@@ -87,8 +89,13 @@ def rewrite_thresholds(path: Path, bars: Mapping[str, float | int | str], measur
         doc["answers"]["known_overanswered"] = {q: held[q] for q in sorted(held, key=_question_order)}
     elif "known_overanswered" in doc["answers"]:
         del doc["answers"]["known_overanswered"]
+    misses = {k.split(".", 2)[2]: v for k, v in bars.items() if k.startswith("answers.known_misses.")}
+    if misses:
+        doc["answers"]["known_misses"] = {q: misses[q] for q in sorted(misses, key=_question_order)}
+    elif "known_misses" in doc["answers"]:
+        del doc["answers"]["known_misses"]
     for key, value in bars.items():
-        if key.startswith("answers.known_overanswered."):
+        if key.startswith(("answers.known_overanswered.", "answers.known_misses.")):
             continue
         if key.startswith("retrieval.floors."):
             floors[key.split(".", 2)[2]] = value

@@ -29,6 +29,8 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
   A body that has not all arrived within ``BODY_TIMEOUT_S`` is a 408 (``slow_clients.py``).
 - ``GET /section/{ref}``: a section of the index this request acquired; HTML by default,
   JSON when the client prefers ``application/json``.
+- ``GET /sections``: every section id of the acquired index with its title and parent, as
+  HTML (``?grep=WORD``: those whose id or title holds it, any case); 503 without an index.
 - ``GET /`` and ``GET /q/{id}``: the question list and one answer as HTML, same statuses.
   The list's states are computed once per installed index, by one build at a time on a
   thread of its own that every concurrent request awaits (``Listing``).
@@ -36,10 +38,11 @@ Routes (JSON unless stated; every one sits behind the rate limiter):
 
 Section URLs: a section id holds ``#`` ("rfc9110#9.2.1"), which a URL would read as a
 fragment. The path writes it with ``:`` instead (``/section/rfc9110:9.2.1``); the encoded
-form ``/section/rfc9110%239.2.1`` is accepted too. ``section_href`` makes the links.
+form ``/section/rfc9110%239.2.1`` is accepted too. A page in a sub-folder keeps its folders
+as path segments (``/section/advanced/clients.md:timeouts``). ``section_href`` makes the links.
 
 Validators (``validators.py``; RFC 9110 sections 8.8 and 13, RFC 9111 section 5.2.2.4): every
-2xx of ``/answer/{id}``, ``/q/{id}``, ``/questions``, ``/section/...`` and ``/`` carries an
+2xx of ``/answer/{id}``, ``/q/{id}``, ``/questions``, ``/section/...``, ``/sections`` and ``/`` carries an
 ``ETag`` and ``Cache-Control: no-cache``; an ``If-Match`` that names no current representation
 (strong comparison) is a 412, and a matching ``If-None-Match`` is a 304 carrying the same
 fields; a field sent on several lines is read as one list. ``/answer`` and ``/q`` tags are
@@ -106,6 +109,7 @@ from rag_contract.answering.service import Abandoned, Answer, AnswerState, Servi
 from rag_contract.config.about import About
 from rag_contract.config.questions import Question, QuestionSet
 from rag_contract.config.thresholds import Thresholds
+from rag_contract.corpus.section_list import section_rows
 from rag_contract.embedders.base import EmbedderLoading, EmbedderUnavailable
 from rag_contract.index.registry import Registry
 from rag_contract.index.store import Index
@@ -349,8 +353,9 @@ def listing_page(rows: Sequence[tuple[Question, Outcome]]) -> ListingPage:
 
 
 def section_href(section_id: str) -> str:
-    """``rfc9110#9.2.1`` -> ``/section/rfc9110:9.2.1`` (``#`` would start a URL fragment)."""
-    return "/section/" + quote(section_id.replace("#", ":", 1), safe=":.")
+    """``rfc9110#9.2.1`` -> ``/section/rfc9110:9.2.1`` (``#`` would start a URL fragment); a
+    page's folders stay readable: ``/section/advanced/clients.md:timeouts``."""
+    return "/section/" + quote(section_id.replace("#", ":", 1), safe=":./")
 
 
 def section_id_from_ref(ref: str) -> str:
@@ -385,13 +390,19 @@ def prefers_json(accept: str | None) -> bool:
 # --- presentation ---------------------------------------------------------------------
 
 
-def _templates(about: About) -> jinja2.Environment:
+def ask_example(questions: QuestionSet) -> str | None:
+    """The question box's example: the project's first answerable question (None: no example)."""
+    return next((q.question for q in questions.questions if q.answerable), None)
+
+
+def _templates(about: About, example: str | None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,  # a renamed key fails the page tests, not silently
     )
     env.globals["about"] = about  # the project's words for its corpus (project.yaml)
+    env.globals["ask_example"] = example  # a question of this project, not of another corpus
     env.filters["section_href"] = section_href
     env.filters["ms"] = lambda v: f"{float(v):.1f}"
     return env
@@ -467,11 +478,13 @@ def _field(scope: Mapping[str, Any], name: bytes) -> str | None:
     return ", ".join(lines) if lines else None
 
 
-def presentation_fingerprint(templates: Path, max_question_chars: int, about: About) -> str:
+def presentation_fingerprint(templates: Path, max_question_chars: int, about: About, example: str | None = None) -> str:
     """What every page depends on besides its data: the templates, this module (filters,
-    headers, the shape of every JSON body), the question box's limit and the corpus's words."""
+    headers, the shape of every JSON body), the question box's limit and example, and the
+    corpus's words."""
     files = sorted(p for p in templates.iterdir() if p.is_file())
     parts: list[str | bytes] = [Path(__file__).read_bytes(), str(max_question_chars), about.name, about.description]
+    parts.append(example or "")
     for p in files:
         parts += [p.name, p.read_bytes()]
     return entity_tag(parts, weak=False)
@@ -788,6 +801,34 @@ async def get_section(request: Request) -> Response:
     return _page(web, "section.html", 200, headers=headers, section=reply.body)
 
 
+async def get_sections_page(request: Request) -> Response:
+    """Every section id of the acquired index with its title and parent (``?grep=``: those whose
+    id or title holds the word, any case): the ids a question's ``expected`` names."""
+    web = _web(request)
+    grep = request.query_params.get("grep", "")
+    index = web.registry.acquire()  # the only acquire of this request
+    if index is None:
+        return _page(web, "unavailable.html", 503, detail=web.registry.load_error or "no index is installed")
+    # Strong: the rows are a function of the index version and the word; the layout of the presentation.
+    tag = entity_tag(["sections", web.presentation, index.version, grep], weak=False)
+    headers, conditional_reply = _validated(request, tag, index.version, page=web)
+    if conditional_reply:
+        return conditional_reply
+    rows = section_rows(index.sections.values(), grep)
+    # The box is refilled, up to a length (a page never grows with the URL), and never a display spoof.
+    shown = without_bidi(grep.strip())[:ECHO_MAX_CHARS]
+    return _page(
+        web,
+        "sections.html",
+        200,
+        headers=headers,
+        rows=rows,
+        grep=shown,
+        total=len(index.sections),
+        index_version=index.version,
+    )
+
+
 @dataclass(frozen=True)
 class RenderedListing:
     """The question list page for one list of outcomes: status, strong tag (200 only), HTML."""
@@ -923,7 +964,8 @@ ROUTES = (
     ANSWER_ROUTE,
     Route("/ask", post_ask, methods=["POST"]),
     Route("/ask", get_ask_page, methods=["GET"]),
-    Route("/section/{ref}", get_section),
+    Route("/section/{ref:path}", get_section),  # a page in a sub-folder: advanced/clients.md:timeouts
+    Route("/sections", get_sections_page),
     Route("/", get_index_page),
     Route("/q/{qid}", get_question_page),
     Route("/static/site.css", get_css),
@@ -961,6 +1003,7 @@ def create_app(
     """
     rl, a = thresholds.rate_limit, thresholds.admission
     qbody = questions_body(questions)
+    example = ask_example(questions)
     css = (TEMPLATES / "site.css").read_text(encoding="utf-8")
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
     app = Starlette(
@@ -989,12 +1032,12 @@ def create_app(
         max_question_chars=thresholds.ask.max_question_chars,
         status=status,
         listing=Listing(registry, functools.partial(answer_all, fixed, questions)),
-        templates=_templates(about),
+        templates=_templates(about, example),
         css=css,
         css_tag=entity_tag([css], weak=False),
         warmup=warmup,
         fixed=fixed,
-        presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars, about),
+        presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars, about, example),
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
         admission=Admission(AdmissionLimits(a.max_in_flight, a.max_queued, a.max_queue_wait_ms, a.retry_after_s)),

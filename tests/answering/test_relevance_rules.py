@@ -329,6 +329,7 @@ def test_as_dict_rounds_to_four_places_and_carries_the_reason():
             "section": 0.6543,
             "retrieval": 1.2346,
             "unmentioned": 0.0,
+            "selected": 0.0,
         },
         "unaddressed": ["a"],
         "absent": ["a"],

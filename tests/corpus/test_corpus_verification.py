@@ -297,7 +297,9 @@ def test_a_verified_corpus_is_parsed_in_file_order_as_utf8(corpus_dir):
     assert corpus == Corpus(
         entries=read_manifest(corpus_dir),
         sections=(Section("rfc1#1", "First", "Hello world."), Section("rfc2#1", "Second", "Caf\u00e9 au lait.")),
+        listed=("rfc2.txt", "rfc1.txt"),  # the manifest's own order: its reading order
     )
+    assert [e.file for e in corpus.reading_order] == ["rfc2.txt", "rfc1.txt"]
     assert corpus.fingerprint == corpus_fingerprint(read_manifest(corpus_dir))
 
 

@@ -3,10 +3,12 @@ is this project and whose head regresses one question and improves another, as
 ``tools/pr_example.py`` describes. Then an improving change alone, followed by
 ``rag-contract thresholds update``, tightens the bars and leaves the gate green.
 
-Every ``run:`` of .github/workflows/gate.yml runs in order with bash, except the step whose id is
-``install`` (the test's interpreter is already installed) and ``uses:`` steps; a step with no ``if``
-is skipped after a failure, one with ``if: ${{ !cancelled() }}`` still runs, as on GitHub.
-``${{ }}`` expressions appear only in ``env:`` and ``with:``; the one the commands need is given.
+Every ``run:`` of .github/workflows/gate.yml runs in order with bash, and ``uses: ./`` runs the
+``run:`` steps of this repository's action (action.yml) in its place, its inputs given by ``with:``
+or their defaults; skipped are the steps whose id is ``install`` (the test's interpreter is already
+installed) and other ``uses:`` steps. A step with no ``if`` is skipped after a failure, one with
+``if: ${{ !cancelled() }}`` still runs, as on GitHub. ``${{ }}`` expressions appear only in
+``env:``, ``with:`` and an action's ``working-directory:``; the ones the commands need are given.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tools.pr_example import IMPROVED, IMPROVED_RANKS, REGRESSED, REGRESSED_RANK
 pytestmark = pytest.mark.slow
 
 WORKFLOW = Path(".github") / "workflows" / "gate.yml"
+ACTION = Path("action.yml")
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -62,8 +65,32 @@ class StepRun:
     output: str
 
 
+def _steps(repo: Path, expressions: dict[str, str]) -> list[dict]:
+    """The workflow's steps in the order they run, ``uses: ./`` replaced by the action's own steps, their
+    ``${{ inputs.* }}`` resolved from the ``with:`` given or the input's default."""
+    steps: list[dict] = []
+    for step in yaml.safe_load((repo / WORKFLOW).read_text())["jobs"]["gate"]["steps"]:
+        if step.get("uses") != "./":
+            steps.append(step)
+            continue
+        action = yaml.safe_load((repo / ACTION).read_text())
+        given = {k: str(v) for k, v in step.get("with", {}).items()}
+        inputs = {
+            k: given.get(k, expressions.get(str(spec.get("default", "")), str(spec.get("default", ""))))
+            for k, spec in action["inputs"].items()
+        }
+        known = expressions | {f"${{{{ inputs.{k} }}}}": v for k, v in inputs.items()}
+        for inner in action["runs"]["steps"]:
+            if "run" in inner:
+                assert inner.get("shell") == "bash", inner
+                inner = dict(inner, env={k: known.get(v, v) for k, v in inner.get("env", {}).items()})
+                if "working-directory" in inner:
+                    inner["working-directory"] = known[inner["working-directory"]]
+            steps.append(inner)
+    return steps
+
+
 def _run_workflow(repo: Path, base_sha: str, temp: Path) -> tuple[list[StepRun], str]:
-    workflow = yaml.safe_load((repo / WORKFLOW).read_text())
     summary, github_env = temp / "step-summary.md", temp / "github-env"
     summary.touch()
     github_env.touch()
@@ -78,7 +105,7 @@ def _run_workflow(repo: Path, base_sha: str, temp: Path) -> tuple[list[StepRun],
     }
     runs: list[StepRun] = []
     failed = False
-    for step in workflow["jobs"]["gate"]["steps"]:
+    for step in _steps(repo, expressions):
         if "run" not in step or step.get("id") == "install":
             continue
         name = step.get("name", step["run"][:40])
@@ -93,7 +120,7 @@ def _run_workflow(repo: Path, base_sha: str, temp: Path) -> tuple[list[StepRun],
             env[key] = value
         done = subprocess.run(
             ["bash", "-eo", "pipefail", "-c", step["run"]],
-            cwd=repo,
+            cwd=repo / step.get("working-directory", "."),
             env=env | step_env,
             capture_output=True,
             text=True,
@@ -118,8 +145,8 @@ def pull_request(root, tmp_path_factory):
 
 def test_a_regressing_head_fails_the_gate_step_and_the_job(pull_request):
     _, runs, _ = pull_request
-    assert runs["Find the merge-base"].returncode == 0
     assert runs["Quality diff against the merge-base"].returncode == 0, runs["Quality diff against the merge-base"]
+    assert runs["Lint the workflow and the action"].returncode == 0, runs["Lint the workflow and the action"].output
     gate = runs["Gate"]
     assert gate.returncode == 1, gate.output[-3000:]
     assert re.search(r"1 failed, \d+ passed", gate.output), gate.output[-2000:]

@@ -42,7 +42,7 @@ def test_logistic_fit_separates_a_separable_set_and_returns_raw_weights():
 
 
 def row(qid, answerable, sim, cites=False, expected_state=None, all_kept=True, ceiling=ANSWERS) -> Row:
-    return Row(qid, answerable, expected_state, Features(sim, 0.0, 0.0, 0.0, 0.0), ceiling, all_kept, cites)
+    return Row(qid, answerable, expected_state, Features(sim, 0.0, 0.0, 0.0, 0.0), ceiling, all_kept, cites, cites)
 
 
 CONFIG = RelevanceConfig(
@@ -113,7 +113,7 @@ def test_the_grounded_floor_bounds_how_far_the_cost_pushes_the_threshold():
     floored = fit_relevance(rows, false_answer_cost=100.0, min_grounded_citing=0.5)
     assert grounded_citing(rows, floored) >= 0.5
     # within the floor the cost still decides: the cut above u1 (which nets more), not the lowest
-    assert grounded_citing(rows, floored) == 0.5 and state_of(rows[10], floored) == "partial"
+    assert grounded_citing(rows, floored) == 0.5 and state_of(rows[10], floored) == "unsupported"
     assert fit_relevance(rows, 100.0, min_grounded_citing=0.0) == free  # a floor of nothing binds nothing
 
 

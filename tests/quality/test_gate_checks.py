@@ -15,6 +15,7 @@ import pytest
 
 from rag_contract.config.questions import Question
 from rag_contract.quality import gate
+from rag_contract.quality.accuracy import MISS_LEVELS
 from rag_contract.quality.gate import ANSWERED, Check, Outcome, checks, run_check
 
 A1 = Question("a1", "What is a1?", expected=("rfc1#1", "rfc1#2"))
@@ -45,7 +46,11 @@ def thresholds(**changes: Any) -> SimpleNamespace:
             min_grounded_rate=0.5,
             max_answered_unanswerable=1,
             min_state_agreement=0.75,
+            min_coverage=0.6,
+            min_accuracy_when_answered=0.5,
+            max_false_answer_rate=0.5,
             known_overanswered=MappingProxyType({}),
+            known_misses=MappingProxyType({}),
         ),
         budget=SimpleNamespace(
             max_request_ms=50.0,
@@ -289,7 +294,11 @@ def report_ctx(tmp_path: Path, now: str) -> SimpleNamespace:
 
 def test_a_missing_report_fails_naming_the_command(tmp_path):
     out = gate._report_matches("r.json", lambda c: c.now, "make r")(report_ctx(tmp_path, "{}"))
-    assert out == Outcome(False, "eval/results/r.json is missing; run `make r` and commit it.")
+    assert out == Outcome(
+        False,
+        "eval/results/r.json is missing; run `make r` and keep the result with the project "
+        "(commit it if the project is under version control).",
+    )
 
 
 def test_a_report_equal_to_the_eval_passes_whatever_the_locale(tmp_path):
@@ -312,7 +321,8 @@ def test_a_report_that_differs_names_the_first_five_differences(tmp_path):
     diffs = "; ".join(f"k{i}: committed {i}, now {i + 1}" for i in range(5))
     assert out == Outcome(
         False,
-        f"eval/results/r.json differs from what `make r` produces now ({diffs}). Rerun it and commit the result.",
+        f"eval/results/r.json differs from what `make r` produces now ({diffs}). "
+        "Rerun it and keep the result with the project (commit it if the project is under version control).",
         {"differences": 7},
     )
 
@@ -609,11 +619,16 @@ def test_the_checks_are_listed_with_stable_ids_and_kinds():
         ("index/freshness", "freshness"),
         ("index/question-vectors", "freshness"),
         ("report/retrieval", "report"),
+        ("answers/answer/a1", "answer"),
+        ("answers/answer/a2", "answer"),
         ("answers/refusal/u1", "refusal"),
         ("answers/refusal/u2", "refusal"),
         ("answers/min_grounded_rate", "answers"),
         ("answers/max_answered_unanswerable", "answers"),
         ("answers/min_state_agreement", "answers"),
+        ("answers/min_coverage", "answers"),
+        ("answers/min_accuracy_when_answered", "answers"),
+        ("answers/max_false_answer_rate", "answers"),
         ("report/answers", "report"),
         ("budget/latency", "latency"),
         ("budget/rebuild", "budget"),
@@ -625,8 +640,18 @@ def test_the_checks_are_listed_with_stable_ids_and_kinds():
 
 
 def test_an_answer_bar_left_unset_has_no_check():
-    c = ctx(thresholds=thresholds(answers__min_state_agreement=None, answers__min_grounded_rate=None))
-    assert [x.id for x in checks(c) if x.kind == "answers"] == ["answers/max_answered_unanswerable"]
+    c = ctx(
+        thresholds=thresholds(
+            answers__min_state_agreement=None,
+            answers__min_grounded_rate=None,
+            answers__min_coverage=None,
+            answers__min_accuracy_when_answered=None,
+        )
+    )
+    assert [x.id for x in checks(c) if x.kind == "answers"] == [
+        "answers/max_answered_unanswerable",
+        "answers/max_false_answer_rate",
+    ]
 
 
 def test_the_listed_checks_run_the_rules_above(tmp_path, monkeypatch):
@@ -675,3 +700,107 @@ def test_a_check_that_raises_fails_with_its_message():
     out = run_check(Check("x/y", "k", boom), ctx())
     assert out == Outcome(False, "x/y could not run: KeyError: \"no question 'zz' in the question set\"")
     assert run_check(Check("t", "thresholds", gate._thresholds_valid), ctx()).passed
+
+
+def accuracy_ctx(**figures: Any) -> SimpleNamespace:
+    rows = [
+        {"id": "a1", "answerable": True, "state": "grounded", "accurate": True},
+        {"id": "a2", "answerable": True, "state": "partial", "accurate": False},
+        {"id": "a3", "answerable": True, "state": "unsupported", "accurate": False},
+        {"id": "u1", "answerable": False, "state": "partial"},
+        {"id": "u2", "answerable": False, "state": "unsupported"},
+    ]
+    acc = {"coverage": 0.6667, "accuracy_when_answered": 0.5, "false_answer_rate": 0.5} | figures
+    return ctx(answers=answers(accuracy=acc, questions=rows))
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0.5999, False), (0.6, True), (0.6001, True)])
+def test_the_coverage_bar(value, ok):
+    out = gate._answer_bar("min_coverage")(accuracy_ctx(coverage=value))
+    figures = {"measured": value, "bar": 0.6}
+    if ok:
+        assert out == Outcome(True, f"coverage {value} >= 0.6", figures)
+    else:
+        assert out == Outcome(False, f"coverage {value} is below answers.min_coverage 0.6; not answered: a3.", figures)
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0.4999, False), (0.5, True), (0.5001, True)])
+def test_the_accuracy_when_answered_bar_names_the_answers_without_the_evidence(value, ok):
+    out = gate._answer_bar("min_accuracy_when_answered")(accuracy_ctx(accuracy_when_answered=value))
+    figures = {"measured": value, "bar": 0.5}
+    if ok:
+        assert out == Outcome(True, f"accuracy_when_answered {value} >= 0.5", figures)
+    else:
+        assert out == Outcome(
+            False,
+            f"accuracy when answered {value} is below answers.min_accuracy_when_answered 0.5; "
+            "answered without the evidence: a2.",
+            figures,
+        )
+
+
+def test_accuracy_with_nothing_answered_is_na_and_holds_no_bar():
+    out = gate._answer_bar("min_accuracy_when_answered")(accuracy_ctx(accuracy_when_answered=None))
+    assert out.passed is False and "accuracy when answered n/a" in out.message
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0.4999, True), (0.5, True), (0.5001, False)])
+def test_the_false_answer_bar_names_the_unanswerable_questions_answered(value, ok):
+    out = gate._answer_bar("max_false_answer_rate")(accuracy_ctx(false_answer_rate=value))
+    figures = {"measured": value, "bar": 0.5}
+    if ok:
+        assert out == Outcome(True, f"false_answer_rate {value} <= 0.5", figures)
+    else:
+        assert out == Outcome(
+            False,
+            f"false-answer rate {value} is above answers.max_false_answer_rate 0.5; answered anyway: u1.",
+            figures,
+        )
+
+
+def answer_ctx(state: str, cites: bool, accurate: bool, held: dict | None = None) -> SimpleNamespace:
+    row = {"id": "a1", "answerable": True, "state": state, "cites_expected": cites, "accurate": accurate}
+    row["cited"] = ["rfc1#1"] if cites else ["rfc9#9"]
+    c = ctx(thresholds=thresholds(answers__known_misses=MappingProxyType(held or {})), answers=answers(questions=[row]))
+    c.answer_row = lambda q: row
+    return c
+
+
+def test_the_miss_levels_best_first():
+    assert MISS_LEVELS == ("accurate", "unanswered", "inaccurate", "uncited")
+
+
+def test_an_accurate_answer_passes_its_answer_item():
+    out = gate._answer("a1")(answer_ctx("grounded", True, True))
+    assert out == Outcome(
+        True,
+        "a1 answered accurate (grounded citing rfc1#1)",
+        {"state": "grounded", "level": "accurate", "held_at": "accurate"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("state", "cites", "accurate", "level"),
+    [
+        ("unsupported", False, False, "unanswered"),
+        ("partial", True, False, "inaccurate"),
+        ("grounded", False, False, "uncited"),
+    ],
+)
+def test_an_answer_short_of_accurate_fails_unless_held_there(state, cites, accurate, level):
+    out = gate._answer("a1")(answer_ctx(state, cites, accurate))
+    assert out.passed is False and f"was answered {level}" in out.message and "worse than the accurate" in out.message
+    held = gate._answer("a1")(answer_ctx(state, cites, accurate, {"a1": level}))
+    assert held.passed and held.message.endswith(f"held at {level} by answers.known_misses")
+
+
+def test_an_answer_falling_below_its_held_level_fails_naming_what_it_cited():
+    out = gate._answer("a1")(answer_ctx("grounded", False, False, {"a1": "unanswered"}))
+    assert out.passed is False
+    assert "was answered uncited (grounded citing rfc9#9; expected rfc1#1, rfc1#2" in out.message
+    assert out.message.endswith("worse than the unanswered it is held at by answers.known_misses.")
+    better = gate._answer("a1")(answer_ctx("unsupported", False, False, {"a1": "uncited"}))
+    assert (
+        better.passed
+        and better.message == "a1 answered unanswered (unsupported), held at uncited by answers.known_misses"
+    )

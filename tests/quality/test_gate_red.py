@@ -121,8 +121,13 @@ def test_an_unanswerable_question_answered_fails_its_refusal_check(copy, project
     edit_thresholds(copy, lambda t: t["relevance"]["weights"].__setitem__("bias", 100.0))
     red = failing(copy)
     refusals = {k for k in red if k.startswith("answers/refusal/")}
-    assert refusals and "answers/max_answered_unanswerable" in red
-    assert set(red) - refusals <= {"answers/max_answered_unanswerable", "answers/min_state_agreement", "report/answers"}
+    assert refusals and "answers/max_answered_unanswerable" in red and "answers/max_false_answer_rate" in red
+    assert set(red) - refusals <= {
+        "answers/max_answered_unanswerable",
+        "answers/max_false_answer_rate",
+        "answers/min_state_agreement",
+        "report/answers",
+    }
     agreeing = sorted(k.rsplit("/", 1)[1] for k in refusals)[0]
     assert agreeing in red["answers/max_answered_unanswerable"]
     assert "so the service answered more than the corpus supports" in red[f"answers/refusal/{agreeing}"]
@@ -153,6 +158,33 @@ def test_a_grounded_rate_bar_above_the_measured_rate_fails_alone(copy):
 def test_a_state_agreement_floor_above_the_measured_value_fails_alone(copy):
     edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_state_agreement", 0.9))
     assert set(failing(copy)) == {"answers/min_state_agreement"}
+
+
+def test_an_accuracy_floor_above_the_measured_value_fails_alone_naming_the_inaccurate_answers(copy):
+    edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_accuracy_when_answered", 0.99))
+    red = failing(copy)
+    assert set(red) == {"answers/min_accuracy_when_answered"}
+    assert "answered without the evidence: q" in red["answers/min_accuracy_when_answered"]
+
+
+def test_a_false_answer_ceiling_below_the_measured_rate_fails_alone(copy):
+    edit_thresholds(copy, lambda t: t["answers"].__setitem__("max_false_answer_rate", 0.0))
+    red = failing(copy)
+    assert set(red) == {"answers/max_false_answer_rate"}
+    assert "answered anyway: u" in red["answers/max_false_answer_rate"]
+
+
+def test_a_coverage_floor_above_the_measured_value_fails_alone(copy):
+    edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_coverage", 1.0))
+    assert set(failing(copy)) == {"answers/min_coverage"}
+
+
+def test_dropping_a_known_miss_fails_that_questions_answer_item_alone(copy, project):
+    qid = next(iter(project.thresholds.answers.known_misses))
+    edit_thresholds(copy, lambda t: t["answers"]["known_misses"].__delitem__(qid))
+    red = failing(copy)
+    assert set(red) == {f"answers/answer/{qid}"}
+    assert "worse than the accurate it is held at" in red[f"answers/answer/{qid}"]
 
 
 def test_a_tiny_latency_bar_fails_the_latency_check_alone(copy):

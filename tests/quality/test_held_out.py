@@ -82,7 +82,14 @@ def test_the_report():
         "practice": {"questions": 1, "answered_grounded": []},
     }
     rows = {row["id"]: row for row in r["questions"]}
-    assert rows["a2"] == {"id": "a2", "answerable": True, "state": "partial", "rank": 2, "cites_expected": True}
+    assert rows["a2"] == {
+        "id": "a2",
+        "answerable": True,
+        "state": "partial",
+        "rank": 2,
+        "cites_expected": True,
+        "accurate": False,
+    }
     assert rows["a4"] == {"id": "a4", "answerable": True, "state": "abandoned"}
     assert rows["x1"]["kind"] == "open_number" and rows["x1"]["expected_state"] == "partial"
 
@@ -112,6 +119,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "rfc-sealed-11.yaml",
         "rfc-sealed-12.yaml",
         "rfc-sealed-13.yaml",
+        "rfc-sealed-14.yaml",
     ]
     starlette = committed_hashes(root / "examples" / "starlette-docs" / "eval" / "sealed" / "SHA256SUMS")
     assert list(starlette) == [
@@ -127,6 +135,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "starlette-sealed-11.yaml",
         "starlette-sealed-12.yaml",
         "starlette-sealed-13.yaml",
+        "starlette-sealed-14.yaml",
     ]
     assert all(len(v) == 64 for v in [*sums.values(), *starlette.values()])
 

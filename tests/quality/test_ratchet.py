@@ -63,6 +63,37 @@ def test_a_new_overanswered_exception_needs_consent_and_an_improvement_drops_it(
     assert ratchet({key: "grounded"}, {})[0] == {}
 
 
+def test_a_new_miss_needs_consent_a_worse_one_is_a_loosening_and_an_accurate_answer_drops_it():
+    key = "answers.known_misses.q1"
+    assert ratchet({}, {key: "uncited"})[0] == {}
+    assert ratchet({}, {key: "uncited"}, allow_loosen=True)[0] == {key: "uncited"}
+    assert ratchet({key: "uncited"}, {key: "unanswered"})[0] == {key: "unanswered"}
+    assert ratchet({key: "unanswered"}, {key: "inaccurate"})[0] == {key: "unanswered"}
+    assert ratchet({key: "unanswered"}, {key: "inaccurate"}, allow_loosen=True)[1][0].loosened
+    assert ratchet({key: "inaccurate"}, {})[0] == {}
+
+
+def test_each_answerable_question_short_of_accurate_is_measured_at_its_level():
+    rows = [
+        {"id": "q1", "answerable": True, "state": "grounded", "cites_expected": True, "accurate": True},
+        {"id": "q2", "answerable": True, "state": "unsupported", "cites_expected": False, "accurate": False},
+        {"id": "q3", "answerable": True, "state": "partial", "cites_expected": True, "accurate": False},
+        {"id": "q4", "answerable": True, "state": "grounded", "cites_expected": False, "accurate": False},
+    ]
+    answers = {
+        "grounded_rate": 0.5, "answerable": 4, "answered_unanswerable": 0, "state_agreement": 0.0, "refusals": 0,
+        "accuracy": {"coverage": 0.75, "accuracy_when_answered": 0.3333, "false_answer_rate": None, "answered": 3},
+        "questions": rows,
+    }  # fmt: skip
+    bars = measured_bars(retrieval({"q1": 1}), answers)
+    assert {k: v for k, v in bars.items() if k.startswith("answers.known_misses.")} == {
+        "answers.known_misses.q2": "unanswered",
+        "answers.known_misses.q3": "inaccurate",
+        "answers.known_misses.q4": "uncited",
+    }
+    assert "answers.min_coverage" not in bars  # no refusals: the false-answer rate has no denominator
+
+
 @pytest.fixture
 def thresholds_copy(tmp_path, root):
     path = tmp_path / "thresholds.yaml"

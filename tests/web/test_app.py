@@ -325,6 +325,15 @@ def test_section_without_an_index_is_503(empty_client):
     assert empty_client.get("/section/rfc9110:9.2.1").status_code == 503
 
 
+def test_a_section_of_a_page_in_a_sub_folder_has_its_route(client):
+    # the id's folders are path segments: without the route taking them, it would not be reached
+    assert section_href("advanced/clients.md#timeouts") == "/section/advanced/clients.md:timeouts"
+    for path in ("/section/advanced/clients.md:timeouts", "/section/advanced%2Fclients.md%23timeouts"):
+        r = client.get(path, headers={"accept": "application/json"})
+        assert r.status_code == 404
+        assert r.json()["detail"] == "no section 'advanced/clients.md#timeouts'"
+
+
 def test_section_href_round_trips_every_section_id(index):
     for sid in index.sections:
         href = section_href(sid)

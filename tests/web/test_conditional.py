@@ -256,8 +256,8 @@ def test_the_rate_limiter_decides_before_any_precondition(project, registry, dra
     assert refused.status_code == 429 and "etag" not in refused.headers
 
 
-ROUTES = (f"/answer/{QID}", f"/q/{QID}", "/questions", "/section/rfc9110:13.2.2", "/")
-PAGES = (f"/q/{QID}", "/section/rfc9110:13.2.2", "/")
+ROUTES = (f"/answer/{QID}", f"/q/{QID}", "/questions", "/section/rfc9110:13.2.2", "/sections", "/")
+PAGES = (f"/q/{QID}", "/section/rfc9110:13.2.2", "/sections", "/")
 
 
 @pytest.mark.parametrize("path", ROUTES)

@@ -422,7 +422,9 @@ def test_no_cache_may_store_a_status_or_a_page_holding_the_question(client, path
     assert client.get(path).headers["cache-control"] == "no-store"
 
 
-@pytest.mark.parametrize("path", ["/", "/ask", "/ask?q=What+is+a+URI%3F", "/q/q11", "/section/rfc9110:9.2.1"])
+@pytest.mark.parametrize(
+    "path", ["/", "/ask", "/ask?q=What+is+a+URI%3F", "/q/q11", "/section/rfc9110:9.2.1", "/sections"]
+)
 def test_pages_send_no_referer_on_so_a_question_in_the_url_stays_here(client, path):
     assert client.get(path).headers["referrer-policy"] == "no-referrer"
 
@@ -464,3 +466,74 @@ def test_the_question_box_screens_like_post_ask(client, project):
     assert too_long.status_code == 414 and "Not asked" in too_long.text
     empty = client.get("/ask")
     assert empty.status_code == 200 and 'name="q"' in empty.text
+
+
+# --- the section ids --------------------------------------------------------------------------------
+
+
+def test_the_sections_page_lists_every_id_title_and_parent_linked(client, index, css):
+    r = client.get("/sections")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    page = parse(r.text)
+    text = visible(page)
+    assert f"{len(index.sections)} sections." in text and index.version in text
+    hrefs = {link for link in page.links if link.startswith("/section/")}
+    assert hrefs == {"/section/" + sid.replace("#", ":", 1) for sid in index.sections}
+    row = (
+        '<tr><td><a class="qid" href="/section/rfc9110:9.2.1">rfc9110#9.2.1</a></td><td>Safe Methods</td>'
+        '<td><a class="qid" href="/section/rfc9110:9.2">rfc9110#9.2</a></td></tr>'
+    )
+    assert row in r.text  # id, title, parent, each linked
+    assert_nothing_external(page, css)
+    assert_phone_ready(page)
+    for link in ("/section/rfc9110:9.2.1", "/section/rfc9110:9.2"):
+        assert client.get(link).status_code == 200
+
+
+def test_the_sections_page_greps_id_and_title_in_any_case(client, index):
+    page = parse(client.get("/sections?grep=CONTENT-length").text)
+    shown = sorted({link for link in page.links if link.startswith("/section/")})
+    assert shown == ["/section/rfc9110:8", "/section/rfc9110:8.6", "/section/rfc9112:6", "/section/rfc9112:6.2"]
+    assert f"2 of {len(index.sections)} sections hold “CONTENT-length”." in visible(page)
+    by_id = parse(client.get("/sections?grep=rfc8259%238.").text)
+    assert "/section/rfc8259:8.1" in by_id.links and "/section/rfc9110:8.6" not in by_id.links
+    long = client.get("/sections?grep=" + "x" * 5000)
+    assert long.status_code == 200 and len(long.text) < 5000  # the page does not grow with the URL
+
+
+def test_the_sections_page_carries_the_pages_headers_and_a_strong_validator(client, index):
+    r = client.get("/sections")
+    assert "default-src 'none'" in r.headers["content-security-policy"]
+    assert r.headers["referrer-policy"] == "no-referrer" and r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["cache-control"] == "no-cache" and r.headers["x-index-version"] == index.version
+    tag = r.headers["etag"]
+    assert not tag.startswith("W/") and client.get("/sections", headers={"if-none-match": tag}).status_code == 304
+    assert client.get("/sections?grep=cache").headers["etag"] != tag  # another list, another tag
+
+
+def test_the_sections_page_is_503_without_an_index(project, drafts, embedder):
+    client = make_client(
+        project, Registry(None, load_error="meta.json: missing in index directory index/"), drafts, embedder
+    )
+    r = client.get("/sections")
+    assert r.status_code == 503 and "meta.json: missing" in visible(parse(r.text)) and "etag" not in r.headers
+
+
+def test_the_front_page_links_the_section_ids(client):
+    assert "/sections" in parse(client.get("/").text).links
+
+
+def test_the_question_box_suggests_a_question_of_this_project(project, index, drafts, embedder):
+    first = next(q for q in project.questions.questions if q.answerable)
+    for path in ("/", "/ask"):
+        assert f'placeholder="e.g. {first.question}"' in make_client(project, Registry(index), drafts, embedder).get(
+            path
+        ).text.replace("&#39;", "'").replace("&#34;", '"')
+    other = dataclasses.replace(
+        project,
+        questions=dataclasses.replace(
+            project.questions, questions=tuple(q for q in project.questions.questions if q.id != first.id)
+        ),
+    )
+    text = make_client(other, Registry(index), drafts, embedder).get("/").text
+    assert f"e.g. {first.question}" not in text and 'placeholder="e.g. ' in text
