@@ -815,7 +815,7 @@ async def get_sections_page(request: Request) -> Response:
     if conditional_reply:
         return conditional_reply
     rows = section_rows(index.sections.values(), grep)
-    # The box is refilled, up to a length (a page never grows with the URL), and never a display spoof.
+    # the box is refilled, up to a length (a page never grows with the URL) and never with a display spoof
     shown = without_bidi(grep.strip())[:ECHO_MAX_CHARS]
     return _page(
         web,
