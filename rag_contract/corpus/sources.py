@@ -171,7 +171,9 @@ def load_corpus(corpus_dir: Path) -> Corpus:
 
 
 def inventory(corpus: Corpus) -> dict:
-    """Per document: sections, sections with prose of their own, words (``rag-contract sections``)."""
+    """Per document: sections, sections with prose of their own, words, and the markup its format
+    dropped that a reader of the rendered page would see (mkdocstrings directives, named in
+    ``dropped_targets``) (``rag-contract sections``)."""
     rows: list[dict[str, Any]] = []
     for e in corpus.entries:
         secs = [s for s in corpus.sections if s.document == e.document]
@@ -182,7 +184,9 @@ def inventory(corpus: Corpus) -> dict:
                 "sections": len(secs),
                 "with_prose": sum(1 for s in secs if s.words),
                 "words": sum(s.words for s in secs),
+                "dropped": sum(len(s.dropped) for s in secs),
+                "dropped_targets": [d for s in secs for d in s.dropped],
             }
         )
-    total = {k: sum(r[k] for r in rows) for k in ("sections", "with_prose", "words")}
+    total = {k: sum(r[k] for r in rows) for k in ("sections", "with_prose", "words", "dropped")}
     return {"documents": rows, "total": total}
