@@ -120,13 +120,14 @@ def cmd_sections(args) -> int:
             print(json.dumps(inv, indent=1))
             return 0
         w = max([9, *(len(row["document"]) + 1 for row in inv["documents"])])
-        print(f"{'document':<{w}} {'sections':>8} {'with prose':>10} {'words':>8}  title")
+        print(f"{'document':<{w}} {'sections':>8} {'with prose':>10} {'words':>8} {'dropped':>7}  title")
         for row in inv["documents"]:
             print(
-                f"{row['document']:<{w}} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}  {row['title']}"
+                f"{row['document']:<{w}} {row['sections']:>8} {row['with_prose']:>10} {row['words']:>8}"
+                f" {row['dropped']:>7}  {row['title']}"
             )
         t = inv["total"]
-        print(f"{'total':<{w}} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8}")
+        print(f"{'total':<{w}} {t['sections']:>8} {t['with_prose']:>10} {t['words']:>8} {t['dropped']:>7}")
         _print_skipped("not read", [(s["file"], s["reason"]) for s in inv["skipped"]])
         return 0
     rows = section_rows(project.corpus.sections, args.grep)

@@ -27,6 +27,19 @@ def test_sections_inventory(capsys, root):
     assert code == 0 and inv["total"]["sections"] == 600 and inv["total"]["with_prose"] == 564
     documents = [r["document"] for r in inv["documents"]]
     assert documents == ["rfc3986", "rfc6265", "rfc8259", "rfc9110", "rfc9111", "rfc9112"]
+    assert inv["total"]["dropped"] == 0
+
+
+def test_sections_counts_the_mkdocstrings_directives_each_page_dropped(capsys, root):
+    code, out, _ = run(capsys, "--root", str(root / "examples" / "starlette-docs"), "sections", "--json")
+    dropped = {r["document"]: r["dropped_targets"] for r in json.loads(out)["documents"] if r["dropped"]}
+    assert code == 0 and dropped == {
+        "applications.md": ["starlette.applications.Starlette"],
+        "testclient.md": ["starlette.testclient.TestClient"],
+    }
+    code, out, _ = run(capsys, "--root", str(root / "examples" / "starlette-docs"), "sections")
+    assert out.splitlines()[0].split()[:6] == ["document", "sections", "with", "prose", "words", "dropped"]
+    assert out.splitlines()[-1].split()[0::4] == ["total", "2"]
 
 
 def test_sections_lists_ids_titles_and_parents_and_greps_id_and_title_in_any_case(capsys, root):

@@ -253,8 +253,10 @@ def load_corpus(corpus_dir: Path, selection: Selection = EVERYTHING) -> Corpus:
 
 
 def inventory(corpus: Corpus) -> dict:
-    """Per document, in reading order: sections, sections with prose of their own, words
-    (``rag-contract sections``); and the files on disk that are not read, with why."""
+    """Per document, in reading order: sections, sections with prose of their own, words, and the
+    markup its format dropped that a reader of the rendered page would see (mkdocstrings
+    directives, named in ``dropped_targets``) (``rag-contract sections``); and the files on disk
+    that are not read, with why."""
     rows: list[dict[str, Any]] = []
     for e in corpus.reading_order:
         secs = [s for s in corpus.sections if s.document == e.document]
@@ -265,8 +267,10 @@ def inventory(corpus: Corpus) -> dict:
                 "sections": len(secs),
                 "with_prose": sum(1 for s in secs if s.words),
                 "words": sum(s.words for s in secs),
+                "dropped": sum(len(s.dropped) for s in secs),
+                "dropped_targets": [d for s in secs for d in s.dropped],
             }
         )
-    total = {k: sum(r[k] for r in rows) for k in ("sections", "with_prose", "words")}
+    total = {k: sum(r[k] for r in rows) for k in ("sections", "with_prose", "words", "dropped")}
     skipped = [{"file": s.file, "reason": s.reason} for s in corpus.skipped]
     return {"documents": rows, "total": total, "skipped": skipped}

@@ -40,7 +40,7 @@ from rag_contract.config.questions import Question, question_fingerprint
 from rag_contract.config.unreadable import unreadable
 from rag_contract.corpus.chunking import Chunk, ChunkParams, chunk_sections
 from rag_contract.corpus.roles import never_answers
-from rag_contract.corpus.sections import Section
+from rag_contract.corpus.sections import KINDS, Section
 from rag_contract.corpus.sentences import SPLITTER_IDENTITY, Sentence, split_sections
 from rag_contract.corpus.sentences import embed_text as sentence_text
 from rag_contract.corpus.sources import Corpus
@@ -53,7 +53,7 @@ from rag_contract.retrieval.vectors import runs
 from rag_contract.text.lexicon import Lexicon
 from rag_contract.text.words import PassageTerms, content_words, passage_terms, unwrap_hyphens
 
-FORMAT = 4  # 4: each section records its parent
+FORMAT = 5  # 4: each section records its parent; 5: each sentence its kind (prose, code, item, row)
 FILES = (
     "sections.jsonl",
     "chunks.jsonl",
@@ -552,7 +552,10 @@ def save_index(index: Index, directory: Path) -> None:
         ).encode("utf-8"),
         "vectors.npy": _npy_bytes(index.vectors),
         "sentences.jsonl": "".join(
-            json.dumps({"section_id": s.section_id, "position": s.position, "text": s.text}, ensure_ascii=False) + "\n"
+            json.dumps(
+                {"section_id": s.section_id, "position": s.position, "text": s.text, "kind": s.kind}, ensure_ascii=False
+            )
+            + "\n"
             for s in index.sentences
         ).encode("utf-8"),
         "sentence_vectors.npy": _npy_bytes(index.sentence_vectors),
@@ -663,7 +666,7 @@ def read_index(directory: Path) -> StoredIndex:
     try:
         sections = [Section(**r) for r in _records(data, "sections.jsonl", _SECTION_FIELDS)]
         chunks = [Chunk(**r) for r in _records(data, "chunks.jsonl", _CHUNK_FIELDS)]
-        sentences = [Sentence(**r) for r in _records(data, "sentences.jsonl", _SENTENCE_FIELDS)]
+        sentences = [_sentence(n, r) for n, r in enumerate(_records(data, "sentences.jsonl", _SENTENCE_FIELDS), 1)]
         q = json.loads(data["questions.json"])
         qtexts, qfingerprint = (q.get("questions"), q.get("fingerprint")) if isinstance(q, dict) else (None, None)
         if (
@@ -713,7 +716,7 @@ _CHUNK_FIELDS: Mapping[str, type | tuple[type, ...]] = MappingProxyType(
     {"id": str, "section_id": str, "ordinal": int, "text": str}
 )
 _SENTENCE_FIELDS: Mapping[str, type | tuple[type, ...]] = MappingProxyType(
-    {"section_id": str, "position": int, "text": str}
+    {"section_id": str, "position": int, "text": str, "kind": str}
 )
 _KIND = {str: "a string", int: "an integer", _OPTIONAL_STR: "a string or null"}
 
@@ -733,6 +736,13 @@ def _records(data: Mapping[str, bytes], name: str, fields: Mapping[str, type | t
                 raise ValueError(f"{name}: line {n}: {key!r} must be {_KIND[kind]}")
         out.append(item)
     return out
+
+
+def _sentence(line: int, record: dict) -> Sentence:
+    if record["kind"] not in KINDS:
+        kinds = ", ".join(KINDS)
+        raise ValueError(f"sentences.jsonl: line {line}: 'kind' must be one of {kinds}, got {record['kind']!r}")
+    return Sentence(**record)
 
 
 def _read_derived(text: bytes, arrays: bytes) -> Derived:

@@ -38,12 +38,14 @@ def npy(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def test_the_committed_index_holds_a_vector_for_every_sentence(index):
+def test_the_committed_index_holds_a_vector_for_every_sentence(index, project):
     assert len(index.sentences) == index.sentence_vectors.shape[0] > len(index.chunks)
     assert SPLITTER_IDENTITY in index.inputs.chunking
     for sid in ("rfc8259#7", "rfc9111#4.2.1"):
         rows = index.sentences_of(sid)
         assert [index.sentences[i].text for i in rows] == sentences(index.section(sid).text)
+    # the stored units, kinds and all, are what the splitter cuts from the corpus now
+    assert index.sentences == split_sections(project.corpus.sections)
 
 
 def test_sentence_vectors_cut_to_fewer_dimensions_are_refused(index_copy, index):

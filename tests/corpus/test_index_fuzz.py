@@ -40,7 +40,7 @@ LINES = ("sections.jsonl", "chunks.jsonl", "sentences.jsonl")
 KEYS = {
     "sections.jsonl": ("id", "title", "text", "parent"),
     "chunks.jsonl": ("id", "section_id", "ordinal", "text"),
-    "sentences.jsonl": ("section_id", "position", "text"),
+    "sentences.jsonl": ("section_id", "position", "text", "kind"),
 }
 WRONG_JSON = st.sampled_from([None, 0, -1, 10**9, 1.5, "", "x", "rfc9999#1", [], ["x"], {}, {"a": 1}, True])
 Files = dict[str, bytes]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rag_contract.corpus.chunking import Chunk
-from rag_contract.corpus.sections import Section
+from rag_contract.corpus.sections import CODE, Section
 from rag_contract.corpus.sentences import Sentence
 from rag_contract.index.store import (
     DERIVED_IDENTITY,
@@ -39,7 +39,7 @@ from rag_contract.retrieval.terms import TermWeights
 INPUTS = IndexInputs("corpus-fp", "embedder-id", "chunking-id")
 SECTIONS = [Section("rfc1#1", "One", "First text."), Section("rfc1#2", "Two", "Second text.")]
 CHUNKS = [Chunk("rfc1#1/0", "rfc1#1", 0, "first"), Chunk("rfc1#2/0", "rfc1#2", 0, "second")]
-SENTENCES = [Sentence("rfc1#1", 0, "First text."), Sentence("rfc1#2", 0, "Second text.")]
+SENTENCES = [Sentence("rfc1#1", 0, "First text."), Sentence("rfc1#2", 0, "app = Starlette(debug=True)", CODE)]
 
 
 def small_index(questions: int = 1) -> Index:
@@ -111,6 +111,14 @@ def test_a_saved_index_loads_as_itself(saved):
     assert index.sentence_vectors.tolist() == [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]
     assert index.question_fingerprint == "qfp"
     assert {q: v.tolist() for q, v in index.question_vectors.items()} == {"What is one?": [0.0, 0.0, 1.0]}
+
+
+def test_each_sentence_keeps_its_kind_through_save_and_load(saved):
+    assert [s.kind for s in load_index(saved).sentences] == ["prose", "code"]
+    assert [json.loads(line)["kind"] for line in (saved / "sentences.jsonl").read_text().splitlines()] == [
+        "prose",
+        "code",
+    ]
 
 
 def test_an_index_without_questions_loads(tmp_path):
@@ -302,9 +310,9 @@ CHUNK_ROWS = [
     {"id": "rfc1#1/1", "section_id": "rfc1#1", "ordinal": 1, "text": "c"},
 ]
 SENTENCE_ROWS = [
-    {"section_id": "rfc1#1", "position": 0, "text": "a"},
-    {"section_id": "rfc1#2", "position": 0, "text": "b"},
-    {"section_id": "rfc1#1", "position": 1, "text": "c"},
+    {"section_id": "rfc1#1", "position": 0, "text": "a", "kind": "prose"},
+    {"section_id": "rfc1#2", "position": 0, "text": "b", "kind": "prose"},
+    {"section_id": "rfc1#1", "position": 1, "text": "c", "kind": "code"},
 ]
 
 
@@ -402,7 +410,9 @@ PARSE = "index files do not parse: "
 ROWS = {
     "sections.jsonl": [{"id": s.id, "title": s.title, "text": s.text, "parent": s.parent} for s in SECTIONS],
     "chunks.jsonl": [{"id": c.id, "section_id": c.section_id, "ordinal": c.ordinal, "text": c.text} for c in CHUNKS],
-    "sentences.jsonl": [{"section_id": s.section_id, "position": s.position, "text": s.text} for s in SENTENCES],
+    "sentences.jsonl": [
+        {"section_id": s.section_id, "position": s.position, "text": s.text, "kind": s.kind} for s in SENTENCES
+    ],
 }
 
 
@@ -418,6 +428,8 @@ ROWS = {
         ("sentences.jsonl", "position", "0", "'position' must be an integer"),
         ("sentences.jsonl", "position", False, "'position' must be an integer"),
         ("sentences.jsonl", "section_id", None, "'section_id' must be a string"),
+        ("sentences.jsonl", "kind", 1, "'kind' must be a string"),
+        ("sentences.jsonl", "kind", "heading", "'kind' must be one of prose, code, item, row, got 'heading'"),
     ],
 )
 def test_a_field_of_the_wrong_type_is_refused_naming_file_line_and_key(saved, name, key, value, rule):
@@ -448,7 +460,8 @@ def test_an_extra_key_is_refused(saved):
     rehash(saved, "sentences.jsonl", jsonl([ROWS["sentences.jsonl"][0] | {"extra": 1}, ROWS["sentences.jsonl"][1]]))
     refused(
         saved,
-        f"{PARSE}sentences.jsonl: line 1 must be an object with exactly the keys ['position', 'section_id', 'text']",
+        f"{PARSE}sentences.jsonl: line 1 must be an object with exactly the keys "
+        "['kind', 'position', 'section_id', 'text']",
     )
 
 
@@ -490,7 +503,7 @@ def test_any_floating_point_width_loads(saved, dtype):
 def three_sentences(saved: Path, positions: tuple[int, int, int]) -> None:
     owners = ("rfc1#1", "rfc1#1", "rfc1#2")
     rows = [
-        {"section_id": s, "position": p, "text": f"S{i}."}
+        {"section_id": s, "position": p, "text": f"S{i}.", "kind": "prose"}
         for i, (s, p) in enumerate(zip(owners, positions, strict=True))
     ]
     rehash(saved, "sentences.jsonl", jsonl(rows))

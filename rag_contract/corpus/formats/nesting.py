@@ -3,8 +3,10 @@
 Contract: ``Outline(document, lead_title)`` starts with the page's lead section (id: the bare
 document name, titled from the manifest) and ``heading(level, title, anchor)`` opens a section
 ``document#anchor`` nested in the nearest open heading of a lower level, else in the lead
-section; ``add(text)`` appends body text to the section open last. ``sections()`` returns them
-in document order, each body without trailing spaces or surrounding blank lines.
+section; ``add(text)`` appends body text to the section open last, ``block(block)`` a typed
+block of it (a format that types its blocks gives both), and ``drop(what)`` notes markup the
+format left out. ``sections()`` returns them in document order, each body without trailing
+spaces or surrounding blank lines, with its blocks and drops.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rag_contract.corpus.formats.slugs import Anchors
-from rag_contract.corpus.sections import Section
+from rag_contract.corpus.sections import Block, Section
 
 
 @dataclass
@@ -22,6 +24,8 @@ class _Open:
     parent: str | None
     level: int
     body: list[str] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
 
 
 class Outline:
@@ -41,13 +45,23 @@ class Outline:
     def add(self, text: str) -> None:
         self._all[-1].body.append(text)
 
+    def block(self, block: Block) -> None:
+        self._all[-1].blocks.append(block)
+
+    def drop(self, what: str) -> None:
+        self._all[-1].dropped.append(what)
+
     def at_line_start(self) -> bool:
         """Whether the text added last ended a line (or nothing was added since the heading)."""
         body = self._all[-1].body
         return not body or body[-1].endswith("\n")
 
     def sections(self) -> list[Section]:
-        return [Section(s.id, s.title, _tidy("".join(s.body)), s.parent) for s in self._all]
+        out = []
+        for s in self._all:
+            text = _tidy("".join(s.body))
+            out.append(Section(s.id, s.title, text, s.parent, tuple(s.blocks), tuple(s.dropped)))
+        return out
 
 
 def _tidy(text: str) -> str:
