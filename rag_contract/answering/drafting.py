@@ -30,7 +30,7 @@ from rag_contract.answering.grounding import Claim
 from rag_contract.answering.selection import candidates, ranked
 from rag_contract.config.thresholds import DraftingConfig
 from rag_contract.config.unreadable import not_utf8, unreadable
-from rag_contract.corpus.sentences import sentences
+from rag_contract.corpus.sentences import joinable, sentences
 from rag_contract.retrieval.terms import TermWeights
 
 __all__ = ["Draft", "DraftError", "Drafter", "ExtractiveDrafter", "FixtureDrafter", "PassageText", "sentences"]
@@ -69,9 +69,18 @@ def claim_text(position: int, passage: PassageText) -> str:
     """The claim the extractive drafter quotes for the sentence at ``position``: the sentence, and the
     next one when it cannot stand alone."""
     first = passage.sentences[position]
-    if (first.endswith(":") or len(first.split()) < LEAD_IN_WORDS) and position + 1 < len(passage.sentences):
+    if (
+        (first.endswith(":") or len(first.split()) < LEAD_IN_WORDS)
+        and position + 1 < len(passage.sentences)
+        and _joinable(passage, position, position + 1)
+    ):
         return f"{first} {passage.sentences[position + 1]}"
     return first
+
+
+def _joinable(passage: PassageText, a: int, b: int) -> bool:
+    kinds = passage.sentence_kinds
+    return not kinds or joinable(kinds[a], kinds[b])
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ class PassageText:
     sentence_vectors: np.ndarray | None = field(default=None, repr=False, compare=False)
     # the content words of each sentence, as the index keeps them (None: computed here)
     sentence_terms: tuple[frozenset[str], ...] | None = field(default=None, repr=False, compare=False)
+    # each sentence's kind (``corpus.sections.KINDS``: prose, item, row, code); empty: all prose
+    sentence_kinds: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)

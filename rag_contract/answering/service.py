@@ -231,6 +231,7 @@ def passage_texts(index: Index, passages: Sequence[Passage]) -> list[PassageText
                 tuple(index.sentences[i].text for i in rows),
                 index.sentence_vectors[rows.start : rows.stop],
                 tuple(index.sentence_terms(i) for i in rows),
+                tuple(index.sentences[i].kind for i in rows),
             )
         )
     return out

@@ -90,10 +90,10 @@ def split_sections(sections: Sequence[Section]) -> tuple[Sentence, ...]:
     return tuple(Sentence(s.id, i, text, kind) for s in sections for i, (kind, text) in enumerate(section_units(s)))
 
 
-def joinable(first: Sentence, second: Sentence) -> bool:
-    """Whether ``first`` and ``second`` may be quoted together as one claim: a code unit is
-    quoted alone, so a claim is prose or code, never both."""
-    return CODE not in (first.kind, second.kind)
+def joinable(first: str, second: str) -> bool:
+    """Whether units of kinds ``first`` and ``second`` may be quoted together as one claim: a
+    code unit is quoted alone, so a claim is prose or code, never both."""
+    return CODE not in (first, second)
 
 
 def embed_text(sentence: Sentence, title: str) -> str:

@@ -45,3 +45,16 @@ def test_best_first_and_at_most_max_claims():
 def test_a_section_whose_best_sentence_repeats_a_claim_offers_its_next():
     passages = [passage("a", FULL), passage("b", FULL, SOME)]
     assert draft(ExtractiveDrafter(3, 1.0, 4), passages) == [("a", FULL), ("b", SOME)]
+
+
+def test_a_lead_in_is_never_joined_with_a_code_unit():
+    lead = "Uses a 307 status code by default:"
+    code = "from starlette.responses import RedirectResponse\nresponse = RedirectResponse(url='/')"
+    prose = "The redirect keeps the request method."
+    with_code = PassageText("a", "Title", "", (lead, code), np.zeros((2, 4)), sentence_kinds=("prose", "code"))
+    with_prose = PassageText("b", "Title", "", (lead, prose), np.zeros((2, 4)), sentence_kinds=("prose", "prose"))
+    q = Query(None, TermWeights.uniform())
+    assert [c.text for c in ExtractiveDrafter(1, 1.0, 1).draft(None, "status code", [with_code], q)] == [lead]
+    assert [c.text for c in ExtractiveDrafter(1, 1.0, 1).draft(None, "status code", [with_prose], q)] == [
+        f"{lead} {prose}"
+    ]

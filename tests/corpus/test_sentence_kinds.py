@@ -64,7 +64,7 @@ def test_a_code_unit_is_never_joined_to_prose():
     lead = Sentence("p.md", 0, "Here is how to do it:")
     code = Sentence("p.md", 1, "app = Starlette(debug=True)", CODE)
     item = Sentence("p.md", 2, "An item of the list.", ITEM)
-    assert joinable(lead, item) and not joinable(lead, code) and not joinable(code, lead)
+    assert joinable(lead.kind, item.kind) and not joinable(lead.kind, code.kind) and not joinable(code.kind, lead.kind)
 
 
 def test_an_unknown_kind_is_refused():
