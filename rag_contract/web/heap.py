@@ -4,7 +4,7 @@ glibc's malloc serves a large block from mmap at first, and each time such a blo
 raises its mmap threshold (up to 32 MiB): later large blocks then come from the heap, whose freed
 space stays resident. Building the ONNX session (constant folding writes every weight out as
 float32, through large temporaries) and loading the index free that much and more: measured,
-about 90 MB of a warmed-up server's RSS was memory it had already freed (docs/operating.md, "Memory").
+about 110 MB of a warmed-up server's RSS was memory it had already freed (docs/operating.md, "Start-up").
 ``release_freed_memory`` fixes both thresholds at ``RELEASE_ABOVE_BYTES``, which also stops the
 mmap threshold moving: any block that large is returned to the system when freed. Where the C
 library is not glibc it does nothing.
