@@ -145,8 +145,10 @@ request-cpu: $(STAMP)
 	$(BIN)/python -m tools.request_cpu --write --requests 5000 --rounds 9
 	$(BIN)/python -m tools.readme
 
-# Five fresh starts of serve on loopback: time to the first /health 200 and RSS before the
-# first /ask; writes eval/results/startup.json, then the README block.
+# Five fresh starts of serve on loopback: time to the first /health 200, RSS before the first
+# /ask, after it and after a warm-up (every fixed answer, 100 free-text questions), and where
+# that memory goes (tools/memory_breakdown.py); writes eval/results/startup.json, then the
+# README block. Each start takes a few minutes on a busy machine.
 startup: $(STAMP)
 	$(BIN)/python -m tools.startup
 	$(BIN)/python -m tools.readme

@@ -62,6 +62,7 @@ from rag_contract.observability.observer import Observer, build_observer
 from rag_contract.observability.settings import Settings, settings_from
 from rag_contract.project import Paths, Project, find_root, load_project
 from rag_contract.web.app import create_app
+from rag_contract.web.heap import release_freed_memory
 from rag_contract.web.ratelimit import BucketStore, MemoryStore
 from rag_contract.web.slow_clients import HeaderDeadlineH11Protocol
 
@@ -389,6 +390,7 @@ def _store(redis_url: str | None) -> tuple[BucketStore, Callable[[], float]]:
 
 def served_app_from_env() -> Starlette:
     """uvicorn factory for worker processes: the root and redis URL ``serve`` was given."""
+    release_freed_memory()  # each worker is a process of its own (heap.py)
     root = os.environ.get(ROOT_ENV)
     store, rate_clock = _store(os.environ.get(REDIS_ENV))
     return build_served_app(
@@ -424,6 +426,7 @@ def serve(
 
     if port is None:
         port = port_from(os.environ.get("PORT") or DEFAULT_PORT)
+    release_freed_memory()  # before anything large is allocated (heap.py)
     root = Path(root) if root else find_root()
     settings = settings_from(os.environ)
     if settings.metrics_port == port:
