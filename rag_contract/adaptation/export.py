@@ -1,7 +1,8 @@
 """A tuned encoder to the serving runtime: ONNX, then int8, checked against torch (needs the
 ``train`` extra: torch and onnx).
 
-Contract: ``export(model, path, sample)`` writes the int8 ONNX file (weight-only int8,
+Contract: ``export(model, path, sample)`` (a tuned MiniLM; ``export_to`` for another encoder,
+such as all-mpnet-base-v2, with its embedder and inputs) writes the int8 ONNX file (weight-only int8,
 ``quantize_weights``) the serving embedder runs
 (inputs ``input_ids``, ``attention_mask``, ``token_type_ids``, output ``last_hidden_state``,
 batch and sequence dimensions dynamic) and returns the check: every text of ``sample`` embedded
@@ -22,9 +23,10 @@ import numpy as np
 import onnx
 import torch
 from onnx import helper, numpy_helper
+from torch import nn
 
-from rag_contract.adaptation.training import Encoder, MiniLM
-from rag_contract.embedders.local import AdaptedEmbedder
+from rag_contract.adaptation.training import MiniLM
+from rag_contract.embedders.local import AdaptedEmbedder, LocalEmbedder
 
 MIN_COSINE = 0.998
 GROUP = 32  # inputs per scale of a MatMul weight's column
@@ -50,19 +52,20 @@ class ExportCheck:
         }
 
 
-def torch_vectors(model: MiniLM, texts: Sequence[str], window_tokens: int = 256) -> np.ndarray:
-    """``texts`` embedded by ``model`` exactly as ``LocalEmbedder`` windows and pools them."""
-    encoder = Encoder()
-    step = window_tokens - 2
-    out = np.zeros((len(texts), 384), dtype=np.float32)
+def torch_vectors(model: nn.Module, texts: Sequence[str], embedder: LocalEmbedder) -> np.ndarray:
+    """``texts`` embedded by ``model`` exactly as ``embedder`` windows and pools them: the same
+    word-pieces (``embedder._pieces``), so the check compares the file with torch and nothing else."""
+    out = np.zeros((len(texts), embedder.dimensions), dtype=np.float32)
     with torch.no_grad():
         for i, text in enumerate(texts):
-            body = encoder.tokenizer.encode(text, add_special_tokens=False).ids or []
-            total = np.zeros(384, dtype=np.float64)
+            total = np.zeros(embedder.dimensions, dtype=np.float64)
             weight = 0
-            for start in range(0, max(len(body), 1), step):
-                piece = torch.tensor([[encoder.cls, *body[start : start + step], encoder.sep]])
-                hidden = model(piece, torch.ones_like(piece), torch.zeros_like(piece))[0].mean(0)
+            for ids in embedder._pieces(text):
+                piece = torch.tensor([ids])
+                inputs: tuple[torch.Tensor, ...] = (piece, torch.ones_like(piece))
+                if isinstance(model, MiniLM):
+                    inputs = (*inputs, torch.zeros_like(piece))
+                hidden = model(*inputs)[0].mean(0)
                 total += hidden.numpy().astype(np.float64) * piece.shape[1]
                 weight += piece.shape[1]
             v = total / weight
@@ -71,25 +74,45 @@ def torch_vectors(model: MiniLM, texts: Sequence[str], window_tokens: int = 256)
 
 
 def export(model: MiniLM, path: Path, sample: Sequence[str]) -> ExportCheck:
-    model.eval()
+    """A tuned MiniLM to ``path``, checked through ``AdaptedEmbedder``."""
     ids = torch.tensor([[101, 7592, 2088, 102]])
+    return export_to(
+        model,
+        path,
+        sample,
+        AdaptedEmbedder(model_file=path),
+        (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+        ("input_ids", "attention_mask", "token_type_ids"),
+    )
+
+
+def export_to(
+    model: nn.Module,
+    path: Path,
+    sample: Sequence[str],
+    embedder: LocalEmbedder,
+    example: tuple[torch.Tensor, ...],
+    input_names: Sequence[str],
+) -> ExportCheck:
+    """``model`` (called with ``example``, one tensor per input name) to the int8 file at ``path``
+    that ``embedder`` runs, and the check of ``sample`` through both."""
+    model.eval()
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
         torch.onnx.export(
             model,
-            (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+            example,
             str(fp32),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            input_names=list(input_names),
             output_names=["last_hidden_state"],
-            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in ("input_ids", "attention_mask", "token_type_ids")}
-            | {"last_hidden_state": {0: "batch", 1: "sequence"}},
+            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in (*input_names, "last_hidden_state")},
             opset_version=OPSET,
             dynamo=False,
         )
         path.parent.mkdir(parents=True, exist_ok=True)
         quantize_weights(fp32, path)
-    served = AdaptedEmbedder(model_file=path).embed(list(sample))
-    cos = np.einsum("ij,ij->i", served.astype(np.float64), torch_vectors(model, sample).astype(np.float64))
+    served = embedder.embed(list(sample))
+    cos = np.einsum("ij,ij->i", served.astype(np.float64), torch_vectors(model, sample, embedder).astype(np.float64))
     return ExportCheck(len(sample), float(cos.min()), float(cos.mean()))
 
 

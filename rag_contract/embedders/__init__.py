@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rag_contract.embedders.base import Embedder, EmbedderError
 from rag_contract.embedders.local import ADAPTED_NAME, AdaptedEmbedder, LocalEmbedder, adapted_model_file
+from rag_contract.embedders.mpnet import MPNET_NAME, MPNetEmbedder, mpnet_model_file, mpnet_tokenizer_file
 from rag_contract.embedders.openai_api import OpenAIEmbedder
 
 __all__ = ["EMBEDDERS", "Embedder", "EmbedderError", "make_embedder"]
@@ -19,15 +20,17 @@ EMBEDDERS: dict[str, Callable[[], Embedder]] = {
 
 def make_embedder(name: str, models: Path | None = None) -> Embedder:
     """The embedder named in configuration; an unknown name is refused with the known ones.
-    ``models`` is the project's model directory, where the adapted model lives.
+    ``models`` is the project's model directory, where the adapted and mpnet models live.
 
     Constructing one loads no model and makes no call."""
-    if name == ADAPTED_NAME:
+    if name in (ADAPTED_NAME, MPNET_NAME):
         if models is None:
             raise EmbedderError(f"embedder {name}: needs the project's models directory")
+        if name == MPNET_NAME:
+            return MPNetEmbedder(model_file=mpnet_model_file(models), tokenizer_file=mpnet_tokenizer_file(models))
         return AdaptedEmbedder(model_file=adapted_model_file(models))
     try:
         return EMBEDDERS[name]()
     except KeyError:
-        known = sorted([*EMBEDDERS, ADAPTED_NAME])
+        known = sorted([*EMBEDDERS, ADAPTED_NAME, MPNET_NAME])
     raise EmbedderError(f"index.embedder: unknown embedder {name!r}; known: {known}") from None

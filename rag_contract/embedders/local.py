@@ -53,6 +53,8 @@ class LocalEmbedder:
     window_tokens: int = 256  # the model was trained on 256 word-pieces at most
 
     name = "minilm-l6-int8"
+    cls_token = "[CLS]"
+    sep_token = "[SEP]"
 
     @cached_property
     def _model_path(self) -> Path:
@@ -82,12 +84,26 @@ class LocalEmbedder:
         opts.inter_op_num_threads = 1
         return ort.InferenceSession(self._model_source(), opts, providers=["CPUExecutionProvider"])
 
+    @property
+    def _tokenizer_path(self) -> Path:
+        return TOKENIZER_PATH
+
+    @property
+    def _tokenizer_sha256(self) -> str:
+        return TOKENIZER_SHA256
+
     @cached_property
     def _tokenizer(self):
-        digest = _sha256(TOKENIZER_PATH)
-        if digest != TOKENIZER_SHA256:
-            raise EmbedderError(f"{TOKENIZER_PATH.name}: sha256 {digest}, expected {TOKENIZER_SHA256}")
-        tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+        path, expected = self._tokenizer_path, self._tokenizer_sha256
+        try:
+            digest = _sha256(path)
+        except OSError as exc:
+            raise EmbedderError(
+                f"embedder {self.name}: tokenizer {path.name} cannot be read ({exc.strerror})"
+            ) from None
+        if digest != expected:
+            raise EmbedderError(f"{path.name}: sha256 {digest}, expected {expected}")
+        tok = Tokenizer.from_file(str(path))
         # The shipped file pads and truncates to 128; we window instead (see module docstring).
         tok.no_padding()
         tok.no_truncation()
@@ -96,7 +112,7 @@ class LocalEmbedder:
     @cached_property
     def identity(self) -> str:
         return (
-            f"{self.name};model_sha256={self._model_sha256};tokenizer_sha256={TOKENIZER_SHA256};"
+            f"{self.name};model_sha256={self._model_sha256};tokenizer_sha256={self._tokenizer_sha256};"
             f"window={self.window_tokens};pool=mean;windows=weighted-mean;norm=l2"
         )
 
@@ -109,19 +125,26 @@ class LocalEmbedder:
         """True once the model and tokenizer are in memory: a vector then costs no load."""
         return "_session" in vars(self) and "_tokenizer" in vars(self)
 
+    @cached_property
+    def _takes_token_types(self) -> bool:
+        """BERT files take ``token_type_ids`` (all zero here); an MPNet file has no such input."""
+        return any(i.name == "token_type_ids" for i in self._session.get_inputs())
+
+    def _feed(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if self._takes_token_types:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        return feed
+
     def _embed_ids(self, ids: list[int]) -> np.ndarray:
         arr = np.asarray([ids], dtype=np.int64)
-        mask = np.ones_like(arr)
-        (hidden,) = self._session.run(
-            ["last_hidden_state"],
-            {"input_ids": arr, "attention_mask": mask, "token_type_ids": np.zeros_like(arr)},
-        )
+        (hidden,) = self._session.run(["last_hidden_state"], self._feed(arr, np.ones_like(arr)))
         return hidden[0].mean(axis=0)
 
     def _pieces(self, text: str) -> list[list[int]]:
         """``text`` as the model's windows: [CLS] up to window_tokens - 2 word-pieces [SEP]."""
         body = self._tokenizer.encode(text, add_special_tokens=False).ids or []
-        cls_id, sep_id = self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]")
+        cls_id, sep_id = self._tokenizer.token_to_id(self.cls_token), self._tokenizer.token_to_id(self.sep_token)
         step = self.window_tokens - 2
         return [[cls_id, *body[start : start + step], sep_id] for start in range(0, max(len(body), 1), step)]
 
@@ -162,9 +185,7 @@ class LocalEmbedder:
         for r, piece in enumerate(pieces):
             ids[r, : len(piece)] = piece
             mask[r, : len(piece)] = 1
-        (hidden,) = self._session.run(
-            ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        )
+        (hidden,) = self._session.run(["last_hidden_state"], self._feed(ids, mask))
         for r, (i, piece) in enumerate(zip(rows, pieces, strict=True)):
             # The same operations as embed_one on a single window: float32 mean, then float64 norm.
             vec = hidden[r, : len(piece)].mean(axis=0).astype(np.float64)
