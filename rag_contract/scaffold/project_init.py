@@ -9,7 +9,8 @@ writes:
 
 - ``corpus/manifest.yaml``: each document's file, title, format, source, licence, length and
   sha256. A title comes from the site navigation when a ``mkdocs.yml`` sits beside the
-  sources (its ``nav``), else from the file name; it titles the page's lead section.
+  sources (its ``nav``), else from the page itself when its format names one (a
+  reStructuredText document title), else from the file name; it titles the page's lead section.
 - ``eval/questions.yaml``: the schema explained in comments and one example question about
   the first section with prose, so the project loads and builds before any is written.
 - ``eval/thresholds.yaml``: budgets and starting weights, no bars yet (floors 0, no ceilings).
@@ -126,7 +127,9 @@ def _documents(sources: Sequence[Path], kept_names: set[str]) -> list[Path]:
             raise InitError(f"{p.name}: two documents of this name ({names[p.name]} and {p}); the corpus is flat")
         names[p.name] = p
     if not found:
-        raise InitError("no document to copy: give files or directories holding .md, .html or .txt files")
+        raise InitError(
+            f"no document to copy: give files or directories holding {', '.join(readable_suffixes())} files"
+        )
     return found
 
 
@@ -136,6 +139,16 @@ def _site_titles(sources: Sequence[Path]) -> dict[str, str]:
         if (directory / "mkdocs.yml").is_file():
             return nav_titles(directory / "mkdocs.yml")
     return {}
+
+
+def _own_title(name: str, data: bytes) -> str | None:
+    own = format_for(name).title
+    if own is None:
+        return None
+    try:
+        return own(data)
+    except ValueError as exc:
+        raise InitError(f"{name}: {exc}") from None
 
 
 def init_project(
@@ -166,7 +179,7 @@ def init_project(
         (paths.corpus / doc.name).write_bytes(data)
         entry: dict[str, Any] = {
             "file": doc.name,
-            "title": titles.get(doc.name) or title_from_name(doc.name),
+            "title": titles.get(doc.name) or _own_title(doc.name, data) or title_from_name(doc.name),
             "format": format_for(doc.name).name,
             "source": f"{source_base.rstrip('/')}/{doc.name}" if source_base else doc.name,
             "retrieved": retrieved,
