@@ -81,6 +81,7 @@ A Minimal Application
 Same title, second anchor.
 
 .. py:data:: TESTING
+   :noindex:
 
    Enable testing mode.
 
@@ -186,6 +187,7 @@ def test_autodoc_toctree_and_context_directives_are_dropped_and_counted():
 def test_object_descriptions_and_unregistered_directives_read_as_their_content():
     text = sections()["quickstart.rst#a-minimal-application_1"].text
     assert "TESTING\nEnable testing mode.\n\nDefault: False" in text
+    assert "noindex" not in text  # an option is not a signature
     assert "The api page." in text  # seealso: its content
     assert "Bash\n\n$ export FLASK_APP=hello" in text  # tabs and group-tab: arguments and content
 

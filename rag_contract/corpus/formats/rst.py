@@ -158,6 +158,9 @@ class _AnyOptions(dict):
     def __missing__(self, key: str) -> Any:
         return directives.unchanged
 
+    def __bool__(self) -> bool:
+        return True  # docutils reads option lines only for a directive whose option spec is truthy
+
 
 class _dropped(nodes.Invisible, nodes.Element):  # noqa: N801 - docutils names node classes in lower case
     """Where a dropped directive was; ``read`` counts these by name."""
