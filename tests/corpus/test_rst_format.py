@@ -6,8 +6,6 @@ registered read as their content, and no sentence carries reST markup."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from rag_contract.corpus.formats import FORMATS, format_for
@@ -15,6 +13,7 @@ from rag_contract.corpus.formats.rst import page_title, parse, read, xref_text
 from rag_contract.corpus.sections import Section
 from rag_contract.corpus.sentences import sentences
 from rag_contract.scaffold.project_init import init_project
+from tests.corpus.test_sentence_markup import RST_MARKUP
 
 PAGE = """\
 .. _quickstart:
@@ -248,18 +247,7 @@ def test_rst_is_chosen_by_suffix():
     assert FORMATS["rst"].title is not None
 
 
-# reST markup a sentence must not carry: roles, literals, hyperlink references, directives,
-# labels, substitutions, and a section title's underline.
-MARKUP = re.compile(r":[\w:.+-]+:`|``|`_|`__|^\.\. |\n\.\. |\|\w+\||^([=\-~^\"'`#*+])\1{3,}$", re.MULTILINE)
-
-
-def test_the_markup_check_catches_markup():
-    for bad in (":func:`x`", "``x``", "`x`_", ".. note::", "a\n.. _label:", "|version|", "=====", "`x`__"):
-        assert MARKUP.search(bad), bad
-    assert not MARKUP.search("Call url_for to build a URL.")
-
-
 def test_no_sentence_of_the_page_carries_markup():
     for section in sections().values():
         for sentence in sentences(section.text):
-            assert not MARKUP.search(sentence), (section.id, sentence)
+            assert not RST_MARKUP.search(sentence), (section.id, sentence)
