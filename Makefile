@@ -78,7 +78,7 @@ eval: $(STAMP)
 # Re-measure everything after a change to the index, the questions or the pipeline: fit by
 # cross-validation, re-record the extractive drafts, regenerate every report and README table,
 # and move the bars by the committed rules (review the diff of eval/thresholds.yaml), for the
-# RFC project and the example project (examples/starlette-docs).
+# RFC project and the example projects (examples/starlette-docs, examples/flask-docs).
 measure: $(STAMP)
 	$(BIN)/rag-contract calibrate --write-thresholds
 	$(BIN)/rag-contract record-drafts
@@ -90,6 +90,7 @@ measure: $(STAMP)
 	$(BIN)/python -m tools.refusal_states > /dev/null
 	$(BIN)/python -m tools.refusal_cost > /dev/null
 	$(BIN)/rag-contract measure --calibrate --allow-loosen --root examples/starlette-docs
+	$(BIN)/rag-contract measure --calibrate --allow-loosen --root examples/flask-docs
 	$(BIN)/rag-contract held-out eval/sealed/sealed.yaml --write
 	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-2.yaml --write
 	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-3.yaml --write

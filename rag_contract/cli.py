@@ -692,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
     s.set_defaults(func=cmd_gate)
 
-    s = sub.add_parser("init", help="a new project from your documents (Markdown, HTML, RFC text)")
+    s = sub.add_parser("init", help="a new project from your documents (Markdown, HTML, reStructuredText, RFC text)")
     s.add_argument("directory", help="where to write the project (new or empty)")
     s.add_argument("--from", dest="sources", nargs="+", required=True, metavar="PATH", help="documents or directories")
     s.add_argument("--keep", nargs="*", default=[], metavar="FILE", help="copy beside the documents, unparsed")

@@ -239,8 +239,9 @@ def test_every_added_question_is_annotated_twice_and_the_report_is_current(proje
     assert report["pairs"]["A-B"]["kappa"] >= 0.6
 
 
-def test_every_example_question_is_annotated_blind_once_and_the_report_is_current():
-    example = load_project(ROOT / "examples" / "starlette-docs")
+@pytest.mark.parametrize("name", ["starlette-docs", "flask-docs"])
+def test_every_example_question_is_annotated_blind_once_and_the_report_is_current(name):
+    example = load_project(ROOT / "examples" / name)
     records = load_annotations(example.paths.annotations)
     # the writer and one blind annotator, on every question of the set
     assert [r.id for r in records] == [x.id for x in example.questions.questions]
@@ -248,6 +249,6 @@ def test_every_example_question_is_annotated_blind_once_and_the_report_is_curren
     report = agreement_report(records, example.questions)
     committed = json.loads(example.paths.result("agreement.json").read_text())
     assert committed == report, (
-        "run `rag-contract agreement --root examples/starlette-docs` and commit its eval/results/agreement.json"
+        f"run `rag-contract agreement --root examples/{name}` and commit its eval/results/agreement.json"
     )
     assert report["pairs"]["writer-B"]["kappa"] >= 0.6

@@ -72,7 +72,7 @@ def test_init_refuses_an_existing_project_an_unreadable_format_and_two_files_of_
         init_project(tmp_path / "q", [tmp_path / "notes.pdf"])
     assert str(caught.value) == (
         "notes.pdf: no format reads this file; formats known: rfc-text (.txt), markdown (.md, .markdown), "
-        "html (.html, .htm)"
+        "html (.html, .htm), rst (.rst)"
     )
     other = tmp_path / "other"
     other.mkdir()

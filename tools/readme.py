@@ -36,7 +36,7 @@ def _load(root: Path, name: str) -> dict:
 
 
 # The projects the README sets side by side: the root, then each example project.
-PROJECTS = (Path("."), Path("examples/starlette-docs"))
+PROJECTS = (Path("."), Path("examples/starlette-docs"), Path("examples/flask-docs"))
 
 
 def _acc(f: dict) -> str:

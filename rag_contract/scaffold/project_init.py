@@ -13,7 +13,8 @@ It writes:
 - ``corpus/manifest.yaml``: each document's file, title, format, source, licence, length and
   sha256, in the site's reading order. A page's title and place come from the MkDocs ``nav``
   when a ``mkdocs.yml`` is found where MkDocs keeps it (``corpus.site_navigation``: the folder
-  above the documents, or beside them), else from the file name; it titles the page's lead
+  above the documents, or beside them), else from the page itself when its format names one (a
+  reStructuredText document title), else from the file name; it titles the page's lead
   section. What was found of the navigation is in ``Initialised.notes``.
 - ``eval/questions.yaml``: the schema explained in comments and one example question about
   the first section with prose, so the project loads and builds before any is written.
@@ -156,6 +157,16 @@ def _documents(
     return found, skipped, notes
 
 
+def _own_title(name: str, data: bytes) -> str | None:
+    own = format_for(name).title
+    if own is None:
+        return None
+    try:
+        return own(data)
+    except ValueError as exc:
+        raise InitError(f"{name}: {exc}") from None
+
+
 def init_project(
     root: Path,
     sources: Sequence[Path],
@@ -188,7 +199,7 @@ def init_project(
         (paths.corpus / doc.file).write_bytes(data)
         entry: dict[str, Any] = {
             "file": doc.file,
-            "title": doc.title or title_from_name(doc.file),
+            "title": doc.title or _own_title(doc.file, data) or title_from_name(doc.file),
             "format": format_for(doc.file).name,
             "source": f"{source_base.rstrip('/')}/{doc.file}" if source_base else doc.file,
             "retrieved": retrieved,

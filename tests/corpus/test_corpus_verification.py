@@ -169,7 +169,7 @@ def test_a_file_no_format_reads_is_refused_in_one_line_naming_the_formats(tmp_pa
         read_manifest(tmp_path)
     assert str(caught.value) == (
         "notes.pdf: no format reads this file; formats known: rfc-text (.txt), markdown (.md, .markdown), "
-        "html (.html, .htm)"
+        "html (.html, .htm), rst (.rst)"
     )
     write_corpus(tmp_path, [entry("rfc1.txt", b"x") | {"format": "asciidoc"}])
     with pytest.raises(CorpusError, match=r"^rfc1.txt: format 'asciidoc' is not known; formats known: rfc-text"):

@@ -5,7 +5,9 @@ default, the parser, and its ``identity`` (the rules it applies, an input of the
 fingerprint and so of the index version). ``format_for(file, declared)`` is the format a
 manifest entry is read with: the declared one, else the one whose suffix the file has; a file
 no format reads is refused (``FormatError``) in one line naming the file and the formats known.
-A parser receives the file's bytes only after they passed their manifest hash.
+A parser receives the file's bytes only after they passed their manifest hash. A format whose
+files name their own title (reStructuredText's document title) has ``title``: bytes -> that
+title or None, which ``rag-contract init`` writes into the manifest.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from rag_contract.corpus.formats import html, markdown, rfc_text
+from rag_contract.corpus.formats import html, markdown, rfc_text, rst
 from rag_contract.corpus.sections import Section
 
 
@@ -32,6 +34,7 @@ class Format:
     # predate the field: its files keep the fingerprint (and index version) they had.
     identity: str | None
     document: Callable[[str], str]  # file name -> the document part of its section ids
+    title: Callable[[bytes], str | None] | None = None  # the page's own title, if its files carry one
 
 
 FORMATS: Mapping[str, Format] = MappingProxyType(
@@ -41,6 +44,7 @@ FORMATS: Mapping[str, Format] = MappingProxyType(
             Format("rfc-text", (".txt",), rfc_text.parse, None, rfc_text.document),
             Format("markdown", (".md", ".markdown"), markdown.parse, markdown.IDENTITY, markdown.document),
             Format("html", (".html", ".htm"), html.parse, html.IDENTITY, html.document),
+            Format("rst", (".rst",), rst.parse, rst.IDENTITY, rst.document, rst.page_title),
         )
     }
 )
