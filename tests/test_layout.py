@@ -177,3 +177,8 @@ def test_the_image_carries_no_developer_tooling():
     assert copies and "." not in copies and not any(c.startswith("tools") for c in copies)
     assert not (ROOT / "rag_contract" / "loadtest.py").exists()
     assert not (ROOT / "rag_contract" / "readme.py").exists()
+
+
+def test_the_readme_is_at_most_200_lines(root):
+    """The README is the front page: its detail lives in docs/, the sealed-set history in docs/held-out.md."""
+    assert len((root / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
