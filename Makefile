@@ -91,29 +91,10 @@ measure: $(STAMP)
 	$(BIN)/python -m tools.refusal_cost > /dev/null
 	$(BIN)/rag-contract measure --calibrate --allow-loosen --root examples/starlette-docs
 	$(BIN)/rag-contract measure --calibrate --allow-loosen --root examples/flask-docs
-	$(BIN)/rag-contract held-out eval/sealed/sealed.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-2.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-3.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-4.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-5.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-6.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-7.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-8.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-9.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-10.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-11.yaml --write
-	$(BIN)/rag-contract held-out eval/sealed/rfc-sealed-12.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-2.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-3.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-4.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-5.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-6.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-7.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-8.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-9.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-10.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-11.yaml --write
-	$(BIN)/rag-contract --root examples/starlette-docs held-out examples/starlette-docs/eval/sealed/starlette-sealed-12.yaml --write
+	# every sealed set on disk (a set is committed once opened; the newest measures the rules)
+	for f in eval/sealed/*.yaml; do $(BIN)/rag-contract held-out "$$f" --write || exit 1; done
+	for f in examples/starlette-docs/eval/sealed/*.yaml; do \
+		$(BIN)/rag-contract --root examples/starlette-docs held-out "$$f" --write || exit 1; done
 	$(BIN)/python -m tools.readme
 
 # Mutation testing of the contract's rules (eval/mutation.yaml): writes eval/results/mutation.json,
