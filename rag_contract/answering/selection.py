@@ -32,10 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag_contract.answering.asked import Asked, missing_types, unmentioned_focus
-from rag_contract.answering.evidence import PassageText, Query
+from rag_contract.answering.evidence import PassageText, Query, score_evidence
 from rag_contract.config.thresholds import SELECTOR_FEATURES
-from rag_contract.retrieval.terms import covering
-from rag_contract.retrieval.vectors import similarities
 from rag_contract.text.words import content_words
 
 LONG_WORDS = 40
@@ -54,17 +52,14 @@ class Candidate:
 
 
 def candidates(question: str, query: Query, passages: Sequence[PassageText], asked: Asked | None) -> list[Candidate]:
-    share = covering(set(content_words(question)), query.weights)
+    # similarity and coverage exactly as the unfitted drafter scores them (``evidence``)
+    scored = {(e.rank, e.position): e for e in score_evidence(question, query, passages, 0.0)}
     out = []
     for rank, p in enumerate(passages):
         title = frozenset(content_words(p.title))
-        sims = (
-            similarities(p.sentence_vectors, query.vector)
-            if query.vector is not None and p.sentence_vectors is not None and len(p.sentences)
-            else np.zeros(len(p.sentences))
-        )
         kept = p.sentence_terms
-        for pos, (sentence, sim) in enumerate(zip(p.sentences, sims, strict=True)):
+        for pos, sentence in enumerate(p.sentences):
+            e = scored[(rank, pos)]
             said = (kept[pos] if kept is not None else frozenset(content_words(sentence))) | title
             out.append(
                 Candidate(
@@ -73,8 +68,8 @@ def candidates(question: str, query: Query, passages: Sequence[PassageText], ask
                     rank,
                     sentence,
                     (
-                        round(float(sim), 6),
-                        round(share(said), 6),
+                        e.similarity,
+                        e.coverage,
                         round(_focus(asked, said), 6),
                         _instance(asked, sentence, said),
                         round(1.0 / (1 + rank), 6),
