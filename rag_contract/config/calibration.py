@@ -17,9 +17,10 @@ key and the rule.
 - ``max_false_answer_rate``: the operating point. The fit's ``answer_at`` is then the cut that
   answers the most training questions accurately among those that answer at most this share of
   the training questions the corpus cannot answer (shown with claims at all, partial included);
-  ``null``: the cut is chosen by cost alone.
+  absent: ``MAX_FALSE_ANSWER_RATE``; ``null``: the cut is chosen by cost alone.
 
-A project without the file fits on its committed questions alone, with no floor.
+A project without the file fits on its committed questions alone, with no floor, at
+``MAX_FALSE_ANSWER_RATE``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from pathlib import Path
 from rag_contract.config.yamlfile import read_mapping
 
 _KEYS = ("development", "min_grounded_citing", "max_false_answer_rate")
+# The contract's operating point when a project names none: at most a tenth of the questions the
+# corpus cannot answer shown with claims (docs/adr/0011).
+MAX_FALSE_ANSWER_RATE = 0.1
 
 
 class CalibrationError(ValueError):
@@ -40,7 +44,7 @@ class CalibrationError(ValueError):
 class CalibrationConfig:
     development: tuple[Path, ...] = ()  # relative to the project root
     min_grounded_citing: float | None = None
-    max_false_answer_rate: float | None = None
+    max_false_answer_rate: float | None = MAX_FALSE_ANSWER_RATE
 
 
 def load_calibration(path: Path, root: Path) -> CalibrationConfig:
@@ -63,7 +67,7 @@ def load_calibration(path: Path, root: Path) -> CalibrationConfig:
     floor = raw.get("min_grounded_citing")
     if floor is not None and (isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1):
         raise CalibrationError(f"{path.name}: min_grounded_citing: must be a share between 0 and 1, or null")
-    ceiling = raw.get("max_false_answer_rate")
+    ceiling = raw.get("max_false_answer_rate", MAX_FALSE_ANSWER_RATE)
     if ceiling is not None and (
         isinstance(ceiling, bool) or not isinstance(ceiling, int | float) or not 0 <= ceiling <= 1
     ):

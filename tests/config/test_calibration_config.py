@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_contract.config.calibration import CalibrationConfig, CalibrationError, load_calibration
+from rag_contract.config.calibration import MAX_FALSE_ANSWER_RATE, CalibrationConfig, CalibrationError, load_calibration
 from rag_contract.project import load_project, read_development
 from rag_contract.quality.held_out import committed_hashes
 from tests.support import ROOT
@@ -82,3 +82,15 @@ def test_the_newest_sealed_set_is_never_fitted_on(project):
     config = load_calibration(root / "eval" / "calibration.yaml", root)
     assert config.development, "the opened sealed sets are development sets"
     assert newest not in {p.name for p in config.development}
+
+
+def test_the_operating_point_defaults_to_a_tenth_and_null_chooses_by_cost(tmp_path):
+    assert load_calibration(tmp_path / "absent.yaml", tmp_path).max_false_answer_rate == MAX_FALSE_ANSWER_RATE == 0.1
+    path = tmp_path / "calibration.yaml"
+    path.write_text("development: []\n")
+    assert load_calibration(path, tmp_path).max_false_answer_rate == 0.1
+    path.write_text("max_false_answer_rate: null\n")
+    assert load_calibration(path, tmp_path).max_false_answer_rate is None
+    path.write_text("max_false_answer_rate: 1.5\n")
+    with pytest.raises(CalibrationError, match="max_false_answer_rate: must be a share between 0 and 1, or null"):
+        load_calibration(path, tmp_path)
