@@ -149,7 +149,11 @@ def test_a_regressing_head_fails_the_gate_step_and_the_job(pull_request):
     assert runs["Lint the workflow and the action"].returncode == 0, runs["Lint the workflow and the action"].output
     gate = runs["Gate"]
     assert gate.returncode == 1, gate.output[-3000:]
-    assert re.search(r"1 failed, \d+ passed", gate.output), gate.output[-2000:]
+    # the regressed question fails twice: its rank passed its ceiling, and its answer, which no
+    # longer has the section its evidence was in, fell below the level it is held at
+    assert re.search(r"2 failed, \d+ passed", gate.output), gate.output[-2000:]
+    assert f"FAILED eval/thresholds.yaml::retrieval/ceiling/{REGRESSED}" in gate.output
+    assert f"FAILED eval/thresholds.yaml::answers/answer/{REGRESSED}" in gate.output
 
 
 def test_the_step_summary_names_the_regressed_question_first_with_its_old_and_new_rank(pull_request):
@@ -167,7 +171,11 @@ def test_the_step_summary_names_the_regressed_question_first_with_its_old_and_ne
 def test_the_annotation_points_at_the_line_of_the_bar_that_failed(pull_request):
     repo, runs, _ = pull_request
     errors = [ln for ln in runs["Gate"].output.splitlines() if ln.startswith("::error ")]
-    assert len(errors) == 1, errors
+    assert len(errors) == 2, errors
+    errors = [e for e in errors if f"title=gate%3A retrieval/ceiling/{REGRESSED}" in e] + [
+        e for e in errors if f"title=gate%3A answers/answer/{REGRESSED}" in e
+    ]
+    assert len(errors) == 2, errors
     lines = (repo / "eval" / "thresholds.yaml").read_text().splitlines()
     line = lines.index(f"    {REGRESSED}: {REGRESSED_RANKS[2]}") + 1
     assert errors[0].startswith(
