@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from rag_contract.answering.asked import analyse
 from rag_contract.answering.drafting import Draft, Drafter, prompt_fingerprint
 from rag_contract.answering.evidence import Query
 from rag_contract.answering.service import QueryVector, consult, passage_texts, stored_vector
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.index.store import Index
+from rag_contract.text.english import Frequency, zipf
 
 
 def draft_all(
@@ -28,15 +30,18 @@ def draft_all(
     questions: Sequence[Question],
     date: str,
     query_vector: QueryVector = stored_vector,
+    frequency: Frequency = zipf,
 ) -> list[Draft]:
     """Each question drafted exactly as a served request drafts it: the same passages, the same
-    question vector and term weights (``Service.answer``)."""
+    question vector, term weights and analysis of what it asks (``Service.answer``)."""
     drafts = []
     lexical_only = thresholds.retrieval.serving_mode == "lexical"
     for q in questions:
         qvec = None if lexical_only else query_vector(index, q.question)
         texts = passage_texts(index, consult(index, thresholds, q.question, qvec))
-        claims = drafter.draft(q.id, q.question, texts, Query(qvec, index.weights))
+        # what the question asks, as the served request analyses it: the selector weighs it
+        asked = analyse(q.question, index.answering, frequency)
+        claims = drafter.draft(q.id, q.question, texts, Query(qvec, index.weights, asked))
         drafts.append(
             Draft(q.id, q.question, drafter.name, prompt_fingerprint(q.question, texts), index.version, date, claims)
         )
