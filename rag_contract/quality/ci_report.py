@@ -53,6 +53,8 @@ def bar_path(check_id: str) -> tuple[str, ...]:
         return ("retrieval", "floors", rest.split("/", 1)[1])
     if head == "answers" and rest.startswith("refusal/"):
         return ("answers", "known_overanswered", rest.split("/", 1)[1])
+    if head == "answers" and rest.startswith("answer/"):
+        return ("answers", "known_misses", rest.split("/", 1)[1])
     if head == "answers":
         return ("answers", rest)
     if head == "budget":
@@ -95,8 +97,8 @@ _KIND_ORDER = {"load": 0, "thresholds": 1, "index": 1, "report": 1, "retrieval/f
 def _kind_rank(check_id: str) -> int:
     if check_id.startswith("retrieval/ceiling/"):
         return 4
-    if check_id.startswith("answers/refusal/"):
-        return 5
+    if check_id.startswith(("answers/refusal/", "answers/answer/")):
+        return 5  # one question's answer, after the rank that explains it
     for prefix, rank in _KIND_ORDER.items():
         if check_id == prefix or check_id.startswith(prefix + "/"):
             return rank

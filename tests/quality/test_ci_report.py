@@ -66,3 +66,17 @@ def test_the_summary_lists_failures_before_the_rank_deltas_and_stays_within_its_
     many = [FailedItem(f"retrieval/ceiling/q{i}", "x" * 300, {"rank": 9, "ceiling": 3}) for i in range(500)]
     bounded = step_summary(many, 0, diff, max_bytes=4096, max_rows=500)
     assert len(bounded.encode()) <= 4096 and bounded.endswith("(truncated: the full report is in the job log)\n")
+
+
+def test_a_questions_answer_item_follows_the_rank_that_explains_it_and_points_at_its_held_level():
+    failures = [
+        FailedItem("answers/answer/q23", "m", {"state": "unsupported", "level": "unanswered", "held_at": "accurate"}),
+        FailedItem("retrieval/ceiling/q23", "m", {"rank": 4, "ceiling": 3}),
+        FailedItem("answers/min_coverage", "m", {"measured": 0.4, "bar": 0.5}),
+    ]
+    assert [f.check_id for f in worst_first(failures)] == [
+        "answers/min_coverage",
+        "retrieval/ceiling/q23",
+        "answers/answer/q23",
+    ]
+    assert bar_path("answers/answer/q23") == ("answers", "known_misses", "q23")
