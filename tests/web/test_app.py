@@ -22,6 +22,7 @@ from rag_contract.answering.grounding import Claim, check_claim
 from rag_contract.answering.service import Service, committed_vector, consult, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import Change, IndexStatus
+from rag_contract.quality.accuracy import accurate
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import prefers_json, section_href, section_id_from_ref
 from rag_contract.web.ratelimit import Allowance, Decision, StoreUnavailable, probe
@@ -62,15 +63,16 @@ class SpyDrafter:
 
 
 def partial_draft(index, thresholds, question) -> Draft:
-    """One claim grounding keeps (a sentence of the top passage, verbatim) and three it
-    withdraws, one per rule: a literal the passage lacks, an unrelated sentence (coverage),
-    and a citation of a section that was not retrieved."""
+    """One claim grounding keeps (a sentence of the top passage, verbatim: the one that carries the
+    question's evidence, so the answer is confident enough to show) and three it withdraws, one
+    per rule: a literal the passage lacks, an unrelated sentence (coverage), and a citation of a
+    section that was not retrieved."""
     passages = consult(index, thresholds, question.question, stored_vector(index, question.question))
     top = passages[0].section_id
     terms = {top: index.passages[top]}
     kept = next(
         Claim(s, top)
-        for s in sentences(index.section(top).text)
+        for s in sorted(sentences(index.section(top).text), key=lambda s: not accurate([s], question.evidence))
         if check_claim(Claim(s, top), terms, thresholds.grounding.coverage_floor).kept
     )
     claims = (
@@ -91,8 +93,13 @@ def partial_draft(index, thresholds, question) -> Draft:
 
 
 @pytest.fixture(scope="module")
-def partial_qid(project):
-    return project.questions.answerable[0].id
+def partial_qid(project, index):
+    # an answerable question whose top passage holds its evidence
+    def holds(q) -> bool:
+        passages = consult(index, project.thresholds, q.question, stored_vector(index, q.question))
+        return any(accurate([s], q.evidence) for s in sentences(index.section(passages[0].section_id).text))
+
+    return next(q.id for q in project.questions.answerable if holds(q))
 
 
 @pytest.fixture(scope="module")
