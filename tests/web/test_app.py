@@ -16,19 +16,19 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from rag_contract.answering.drafting import Draft, ExtractiveDrafter, FixtureDrafter, prompt_fingerprint, sentences
+from rag_contract.answering.drafting import ExtractiveDrafter, FixtureDrafter
 from rag_contract.answering.free_text import max_body_bytes, read_question
-from rag_contract.answering.grounding import Claim, check_claim
-from rag_contract.answering.service import Service, committed_vector, consult, stored_vector
+from rag_contract.answering.service import Service, committed_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import Change, IndexStatus
-from rag_contract.quality.accuracy import accurate
 from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import prefers_json, section_href, section_id_from_ref
 from rag_contract.web.ratelimit import Allowance, Decision, StoreUnavailable, probe
 from rag_contract.web.serving import app_for_probe
 from tests.support.apps import FROZEN, fresh_status, generous, make_app
 from tests.support.clocks import jump_clock
+from tests.support.partial import partial_draft
+from tests.support.partial import partial_qid as first_with_evidence_on_top
 
 ANSWER_KEYS = {
     "relevance",
@@ -62,44 +62,9 @@ class SpyDrafter:
         return self.inner.draft(question_id, question, passages)
 
 
-def partial_draft(index, thresholds, question) -> Draft:
-    """One claim grounding keeps (a sentence of the top passage, verbatim: the one that carries the
-    question's evidence, so the answer is confident enough to show) and three it withdraws, one
-    per rule: a literal the passage lacks, an unrelated sentence (coverage), and a citation of a
-    section that was not retrieved."""
-    passages = consult(index, thresholds, question.question, stored_vector(index, question.question))
-    top = passages[0].section_id
-    terms = {top: index.passages[top]}
-    kept = next(
-        Claim(s, top)
-        for s in sorted(sentences(index.section(top).text), key=lambda s: not accurate([s], question.evidence))
-        if check_claim(Claim(s, top), terms, thresholds.grounding.coverage_floor).kept
-    )
-    claims = (
-        kept,
-        Claim("The origin answers with status 299 and the header X-Unheard-Of-Field.", top),
-        Claim("Purple elephants dance quietly beneath moonlit orchards.", top),
-        Claim(kept.text, "rfc9110#99.99"),
-    )
-    return Draft(
-        question.id,
-        question.question,
-        "hand",
-        prompt_fingerprint(question.question, []),
-        index.version,
-        "2026-01-01",
-        claims,
-    )
-
-
 @pytest.fixture(scope="module")
 def partial_qid(project, index):
-    # an answerable question whose top passage holds its evidence
-    def holds(q) -> bool:
-        passages = consult(index, project.thresholds, q.question, stored_vector(index, q.question))
-        return any(accurate([s], q.evidence) for s in sentences(index.section(passages[0].section_id).text))
-
-    return next(q.id for q in project.questions.answerable if holds(q))
+    return first_with_evidence_on_top(project, index)
 
 
 @pytest.fixture(scope="module")

@@ -21,19 +21,16 @@ import pytest
 from starlette.testclient import TestClient
 
 from rag_contract.answering.drafting import (
-    Draft,
     DraftError,
     ExtractiveDrafter,
     FixtureDrafter,
-    prompt_fingerprint,
-    sentences,
 )
-from rag_contract.answering.grounding import Claim, check_claim
-from rag_contract.answering.service import consult, stored_vector
 from rag_contract.index.registry import Registry
 from rag_contract.quality.recording import draft_all, write_drafts
 from tests.support.apps import make_app
 from tests.support.clocks import jump_clock, tick_clock
+from tests.support.partial import partial_draft
+from tests.support.partial import partial_qid as first_with_evidence_on_top
 
 BASE = "http://testserver"
 URL_ATTRS = {"href", "src", "action", "srcset", "poster", "data", "formaction", "background", "cite"}
@@ -114,8 +111,8 @@ def assert_phone_ready(page: Page) -> None:
 
 
 @pytest.fixture(scope="module")
-def partial_qid(project):
-    return project.questions.answerable[0].id
+def partial_qid(project, index):
+    return first_with_evidence_on_top(project, index)
 
 
 @pytest.fixture(scope="module")
@@ -128,19 +125,7 @@ def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
         directory,
     )
     q = project.questions.get(partial_qid)
-    top = consult(index, t, q.question, stored_vector(index, q.question))[0].section_id
-    kept = next(
-        Claim(s, top)
-        for s in sentences(index.section(top).text)
-        if check_claim(Claim(s, top), {top: index.passages[top]}, t.grounding.coverage_floor).kept
-    )
-    claims = (
-        kept,
-        Claim("The origin answers with status 299 and the header X-Unheard-Of-Field.", top),
-        Claim("Purple elephants dance quietly beneath moonlit orchards.", top),
-        Claim(kept.text, "rfc9110#99.99"),
-    )
-    draft = Draft(q.id, q.question, "hand", prompt_fingerprint(q.question, []), index.version, "2026-01-01", claims)
+    draft = partial_draft(index, t, q)
     (directory / f"{q.id}.json").write_text(draft.to_json())
     return directory
 
