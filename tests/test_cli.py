@@ -146,12 +146,6 @@ def test_ask_refuses_what_the_corpus_cannot_answer_naming_passages(capsys, root)
     assert out.startswith("UNSUPPORTED") and "passages consulted: rfc6265#" in out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known regression: the selector now quotes three sentences of rfc9111#4.2.4, and asked.has_instance "
-    "counts the section and RFC numbers they cite ('Section 5.2.1', '[RFC5861]') as the number asked for, so "
-    "the answer is grounded; strict, so the fix turns this red until the mark goes",
-)
 def test_ask_names_the_answer_type_the_focus_and_why_it_stops_short(capsys, root):
     question = "How long may a cache keep serving a stale response while it revalidates in the background?"
     code, out, _ = run(capsys, "--root", str(root), "ask", question)

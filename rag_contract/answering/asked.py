@@ -332,11 +332,13 @@ def numbers(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found + [t.lower() for t in tokens(text) if t.lower() in NUMBER_WORDS]))
 
 
-# Numbers that count nothing: a quantifier idiom ("one or more", "one of", "each one"), a list
-# item's marker ("1. the apparent_age"), and a status code written as one ("a 414 (URI Too Long)",
-# "a 416 response"): none says how many, how long or how big.
+# Numbers that count nothing: a quantifier idiom ("one or more", "one of", "each one"), "one" as a
+# pronoun ("a stale response is one that ..."), a list item's marker ("1. the apparent_age"), and a
+# status code written as one ("a 414 (URI Too Long)", "a 416 response"): none says how many, how
+# long or how big.
 _NO_QUANTITY = re.compile(
     r"\b(?:zero|one)\s+or\s+more\b|\bone\s+of\b|\b(?:any|each|every|no|some|which|the)\s+one\b|\bone\s+another\b"
+    r"|\bone\s+(?:that|which|who|whose)\b|\b(?:this|that|another)\s+one\b"
     r"|^\s*\d+\.\s"
     r"|\b[1-5]\d\d(?=\s*\([A-Z]|\s+(?:status|response|responses|code|codes)\b)",
     re.IGNORECASE,
@@ -449,8 +451,10 @@ def missing_types(asked: Asked, claims: Iterable[tuple[str, Iterable[str]]]) -> 
     says with its cited section's title), and an instance counts only in a claim that mentions a
     focus word (a number about something else answers nothing). The other types are satisfied
     by any claim."""
-    tied = [text for text, said in claims if mentions_focus(asked, said)]
     wanted = dict.fromkeys(t for t in asked.types if t in ENFORCED)
+    if not wanted:
+        return ()  # nothing to look for: spare the focus check of every claim
+    tied = [text for text, said in claims if mentions_focus(asked, said)]
 
     def holds(t: AnswerType, text: str) -> bool:
         if not has_instance(t, text, asked.options, asked.given):

@@ -228,6 +228,8 @@ def test_has_instance(answer_type, text, holds):
         ("A server sends a 416 response.", ()),
         ("It accepts request lines of 8000 octets.", ("8000",)),
         ("It keeps at most one stored response.", ("one",)),
+        ('A "stale" response is one that is not fresh.', ()),  # "one" as a pronoun counts nothing
+        ("The response that one sends is this one.", ()),
         ("A 100 byte body and 200 requests.", ("100", "200")),  # a count of something else is a number
     ],
 )
