@@ -122,10 +122,13 @@ class ExtractiveDrafter:
     def order(self, question: str, query: Query, offered: Sequence[PassageText]) -> list[tuple[str, int]]:
         """(section id, sentence position) of every offered sentence, best answer first."""
         if self.selector is not None:
-            return [
-                (c.section_id, c.position)
-                for c, _ in ranked(candidates(question, query, offered, query.asked), self.selector)
-            ]
+            # the request's candidates when it scored them (over every passage it offers, in
+            # passage order: the first len(offered) passages are these)
+            cs = query.candidates
+            if cs is None:
+                cs = tuple(candidates(question, query, offered, query.asked))
+            within = [c for c in cs if c.rank < len(offered)]
+            return [(c.section_id, c.position) for c, _ in ranked(within, self.selector)]
         return [(e.section_id, e.position) for e in score_evidence(question, query, offered, self.lexical_weight)]
 
     def draft(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rag_contract.answering.asked import Asked
+from rag_contract.config.thresholds import SELECTOR_FEATURES
 from rag_contract.retrieval.terms import TermWeights, covering
 from rag_contract.retrieval.vectors import similarities
 from rag_contract.text.words import content_words
@@ -44,13 +45,32 @@ class PassageText:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """A sentence of the offered passages as the answer-sentence selector sees it
+    (``answering.selection``, which computes the features)."""
+
+    section_id: str
+    position: int  # the sentence's place in its section
+    rank: int  # the passage's rank, 0-based
+    text: str
+    features: tuple[float, ...]  # SELECTOR_FEATURES[1:], in that order
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(zip(SELECTOR_FEATURES[1:], self.features, strict=True))
+
+
+@dataclass(frozen=True)
 class Query:
     """What the request knows about its question besides the text: its vector (if any), the
-    term weights of the index it acquired and, once analysed, what it asks (``answering.asked``)."""
+    term weights of the index it acquired, once analysed, what it asks (``answering.asked``) and,
+    once scored, the selector's candidates: every sentence of the passages it offers the drafter,
+    in passage then position order (``selection.candidates``), computed once for the drafter's
+    choice and the answer's confidence."""
 
     vector: np.ndarray | None = field(repr=False, compare=False)
     weights: TermWeights = field(repr=False)
     asked: Asked | None = field(default=None, repr=False, compare=False)
+    candidates: tuple[Candidate, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -27,28 +27,15 @@ the answer's confidence, one number the relevance check weighs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from rag_contract.answering.asked import Asked, missing_types, unmentioned_focus
-from rag_contract.answering.evidence import PassageText, Query, score_evidence
+from rag_contract.answering.asked import ENFORCED, Asked, missing_types, unmentioned_focus
+from rag_contract.answering.evidence import Candidate, PassageText, Query, score_evidence
 from rag_contract.config.thresholds import SELECTOR_FEATURES
 from rag_contract.text.words import content_words
 
 LONG_WORDS = 40
-
-
-@dataclass(frozen=True)
-class Candidate:
-    section_id: str
-    position: int  # the sentence's place in its section
-    rank: int  # the passage's rank, 0-based
-    text: str
-    features: tuple[float, ...]  # SELECTOR_FEATURES[1:], in that order
-
-    def as_dict(self) -> dict[str, float]:
-        return dict(zip(SELECTOR_FEATURES[1:], self.features, strict=True))
 
 
 def candidates(question: str, query: Query, passages: Sequence[PassageText], asked: Asked | None) -> list[Candidate]:
@@ -61,6 +48,7 @@ def candidates(question: str, query: Query, passages: Sequence[PassageText], ask
         for pos, sentence in enumerate(p.sentences):
             e = scored[(rank, pos)]
             said = (kept[pos] if kept is not None else frozenset(content_words(sentence))) | title
+            focus, instance = _focus_and_instance(asked, sentence, said)
             out.append(
                 Candidate(
                     p.section_id,
@@ -70,8 +58,8 @@ def candidates(question: str, query: Query, passages: Sequence[PassageText], ask
                     (
                         e.similarity,
                         e.coverage,
-                        round(_focus(asked, said), 6),
-                        _instance(asked, sentence, said),
+                        round(focus, 6),
+                        instance,
                         round(1.0 / (1 + rank), 6),
                         round(1.0 / (1 + pos), 6),
                         round(min(len(sentence.split()) / LONG_WORDS, 1.0), 6),
@@ -81,16 +69,19 @@ def candidates(question: str, query: Query, passages: Sequence[PassageText], ask
     return out
 
 
-def _focus(asked: Asked | None, said: Iterable[str]) -> float:
-    if asked is None or not asked.focus:
-        return 1.0
-    return 1.0 - len(unmentioned_focus(asked, said)) / len(asked.focus)
-
-
-def _instance(asked: Asked | None, sentence: str, said: Iterable[str]) -> float:
+def _focus_and_instance(asked: Asked | None, sentence: str, said: frozenset[str]) -> tuple[float, float]:
+    """The share of the focus words ``said`` mentions (1 when there are none), and whether the sentence
+    holds an instance of every answer type asked (``asked.missing_types``, which counts an instance
+    only beside a focus word: one that mentions none holds none, and is not scanned for one)."""
     if asked is None:
-        return 1.0
-    return 0.0 if missing_types(asked, [(sentence, said)]) else 1.0
+        return 1.0, 1.0
+    if not asked.focus:
+        return 1.0, 0.0 if missing_types(asked, [(sentence, said)]) else 1.0
+    unsaid = unmentioned_focus(asked, said)
+    focus = 1.0 - len(unsaid) / len(asked.focus)
+    if len(unsaid) == len(asked.focus):
+        return focus, 0.0 if any(t in ENFORCED for t in asked.types) else 1.0
+    return focus, 0.0 if missing_types(asked, [(sentence, said)]) else 1.0
 
 
 def score(c: Candidate, weights: Mapping[str, float]) -> float:

@@ -237,6 +237,13 @@ def passage_texts(index: Index, passages: Sequence[Passage]) -> list[PassageText
     return out
 
 
+def request_query(index: Index, question: str, qvec: np.ndarray | None, frequency: Frequency = zipf) -> Query:
+    """What a served request knows of ``question`` besides its passages: its vector, the acquired
+    index's term weights and what it asks (``asked.analyse``): what recording and calibration
+    draft with too."""
+    return Query(qvec, index.weights, analyse(question, index.answering, frequency))
+
+
 def offered(
     index: Index, thresholds: Thresholds, question: str, query_vector: QueryVector | None = None
 ) -> list[PassageText]:
@@ -357,8 +364,11 @@ class Service:
     ) -> Deliberation:
         with deadline.stage("drafting"):
             texts = passage_texts(index, passages)
-            asked = analyse(question, index.answering, self.frequency)
-            query = Query(qvec, index.weights, asked)
+            query = request_query(index, question, qvec, self.frequency)
+            selector = self.thresholds.drafting.selector
+            if selector is not None:
+                # scored once: the drafter's choice and the answer's confidence read the same candidates
+                query = replace(query, candidates=tuple(candidates(question, query, texts, query.asked)))
             claims = self.drafter.draft(question_id, question, texts, query)
         with deadline.stage("grounding"):
             retrieved = {p.section_id: index.passages[p.section_id] for p in passages}
@@ -369,16 +379,14 @@ class Service:
         kept = [v for v in verdicts if v.kept]
         with deadline.stage("relevance"):
             scores = {p.section_id: p.score for p in passages}
-            selector = self.thresholds.drafting.selector
             selected = 0.0
-            if kept and selector is not None:
-                best = confidence((v.claim.text for v in kept), candidates(question, query, texts, asked), selector)
+            if kept and selector is not None and query.candidates is not None:
+                best = confidence((v.claim.text for v in kept), query.candidates, selector)
                 selected = probability(best) if best is not None else 0.0
-            relevance = (
-                assess(question, qvec, kept, index, self.thresholds.relevance, scores, self.frequency, asked, selected)
-                if kept
-                else None
-            )
+            relevance = None
+            if kept:
+                r = self.thresholds.relevance
+                relevance = assess(question, qvec, kept, index, r, scores, self.frequency, query.asked, selected)
         return Deliberation(passages, tuple(verdicts), relevance)
 
     def deliberate(self, question: str, question_id: str | None = None) -> Deliberation | None:

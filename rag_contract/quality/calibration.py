@@ -56,12 +56,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rag_contract.answering.asked import analyse
 from rag_contract.answering.drafting import ExtractiveDrafter, claim_text
-from rag_contract.answering.evidence import Query
 from rag_contract.answering.relevance import ANSWERS, OFF_TOPIC, Features, logit, verdict_for
 from rag_contract.answering.selection import candidates
-from rag_contract.answering.service import Service, offered
+from rag_contract.answering.service import Service, offered, request_query
 from rag_contract.config.calibration import load_calibration
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import (
@@ -79,7 +77,6 @@ from rag_contract.quality.accuracy import Outcome, accurate, figures
 from rag_contract.quality.adapted_folds import FOLDS_FILE, FoldLegs, fold_meta, load_fold_legs
 from rag_contract.quality.evaluation import lazy_embed, vectors_for
 from rag_contract.retrieval.ranking import section_columns, section_features
-from rag_contract.text.english import zipf
 
 FOLDS = 5
 SECTIONS = (3, 4, 5)
@@ -238,9 +235,8 @@ def selector_samples(
             continue
         texts = offered(index, thresholds, q.question, query_vector)[: max(SECTIONS)]
         by_id = {p.section_id: p for p in texts}
-        asked = analyse(q.question, index.answering, zipf)
-        query = Query(query_vector(index, q.question), index.weights, asked)
-        for c in candidates(q.question, query, texts, asked):
+        query = request_query(index, q.question, query_vector(index, q.question))
+        for c in candidates(q.question, query, texts, query.asked):
             xs.append(c.features)
             ys.append(float(accurate([claim_text(c.position, by_id[c.section_id])], q.evidence)))
     return np.array(xs, dtype=float).reshape(len(xs), len(SELECTOR_FEATURES) - 1), np.array(ys)

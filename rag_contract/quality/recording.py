@@ -13,10 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag_contract.answering.asked import analyse
 from rag_contract.answering.drafting import Draft, Drafter, prompt_fingerprint
-from rag_contract.answering.evidence import Query
-from rag_contract.answering.service import QueryVector, consult, passage_texts, stored_vector
+from rag_contract.answering.service import QueryVector, consult, passage_texts, request_query, stored_vector
 from rag_contract.config.questions import Question
 from rag_contract.config.thresholds import Thresholds
 from rag_contract.index.store import Index
@@ -39,9 +37,7 @@ def draft_all(
     for q in questions:
         qvec = None if lexical_only else query_vector(index, q.question)
         texts = passage_texts(index, consult(index, thresholds, q.question, qvec))
-        # what the question asks, as the served request analyses it: the selector weighs it
-        asked = analyse(q.question, index.answering, frequency)
-        claims = drafter.draft(q.id, q.question, texts, Query(qvec, index.weights, asked))
+        claims = drafter.draft(q.id, q.question, texts, request_query(index, q.question, qvec, frequency))
         drafts.append(
             Draft(q.id, q.question, drafter.name, prompt_fingerprint(q.question, texts), index.version, date, claims)
         )
