@@ -281,6 +281,13 @@ class Service:
         index = self.registry.acquire()  # the only acquire of this request
         return self._answer(index, question, question_id, deadline)
 
+    def answer_unhurried(self, question: str, question_id: str | None = None) -> Answer | Abandoned:
+        """``answer`` with no deadline: what measurement records (states, claims, rules), so a
+        loaded machine cannot turn an answer into an abandoned one. Latency is gated on its own
+        (``budget``)."""
+        index = self.registry.acquire()
+        return self._answer(index, question, question_id, Deadline(float("inf"), self.clock))
+
     def answer_on(self, index: Index | None, question: str, question_id: str | None = None) -> Answer | Abandoned:
         """``answer`` on an index the caller acquired (its one acquire of the request), for a
         caller that keys something on that very object; None answers no_context."""

@@ -246,7 +246,8 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
     """The failure behaviour, measured: what each question's answer came to under ``service``.
 
     Deterministic for a fixture or extractive drafter: it records states, claims and rules,
-    never timings. ``answered_unanswerable`` counts refusals that landed in ``grounded``:
+    never timings, and answers without a deadline (``Service.answer_unhurried``), so a loaded
+    machine measures what a quiet one does. ``answered_unanswerable`` counts refusals that landed in ``grounded``:
     the corpus cannot answer them, yet every claim passed the check.
     """
 
@@ -255,7 +256,7 @@ def answers_report(service, questions: Sequence[Question], index_version: str) -
         # Every row names what was expected, whatever became of the answer.
         base = {"id": q.id, "answerable": q.answerable} | ({} if q.answerable else {"expected_state": q.expected_state})
         try:
-            a = service.answer(q.question, q.id)
+            a = service.answer_unhurried(q.question, q.id)
         except DraftError as exc:  # e.g. a question added without recording its draft
             rows.append(base | {"state": "missing_draft", "detail": str(exc)})
             continue

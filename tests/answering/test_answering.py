@@ -159,6 +159,19 @@ def test_deadline_in_drafting(project, index, q, cited):
     assert a.index_version == index.version
 
 
+def test_an_unhurried_answer_is_the_answer_a_spent_deadline_would_abandon(project, index, q, cited):
+    # measurement answers without a deadline: a slow machine measures the states a quiet one does
+    claims = [Claim(quote(cited[0]), cited[0].id)]
+    slow = ScriptedDrafter(claims, clock=FakeClock(START), spend_s=over_deadline_s(project))
+    hurried = service(project, index, slow, clock=slow.clock).answer(q.question, q.id)
+    assert isinstance(hurried, Abandoned)
+    slow = ScriptedDrafter(claims, clock=FakeClock(START), spend_s=over_deadline_s(project))
+    a = service(project, index, slow, clock=slow.clock).answer_unhurried(q.question, q.id)
+    quick = service(project, index, ScriptedDrafter(claims)).answer(q.question, q.id)
+    assert isinstance(a, Answer) and isinstance(quick, Answer)
+    assert (a.state, a.kept, a.withdrawn) == (quick.state, quick.kept, quick.withdrawn)
+
+
 def test_deadline_inside_the_grounding_loop_abandons_never_answers_from_checked_claims(project, index, q, cited):
     clock = FakeClock(START)
     claims = [Claim(quote(cited[0], i), cited[0].id) for i in range(3)]
