@@ -168,7 +168,7 @@ def cmd_build_index(args) -> int:
     """Embed what the index at the destination does not hold already (``--full``: everything)."""
     project = _project(args)
     name = args.embedder or project.thresholds.index.embedder
-    embedder = make_embedder(name, project.paths.models)
+    embedder = make_embedder(name, project.paths.models, building=True)
     out = Path(args.out) if args.out else project.paths.index
     previous, why = (None, "--full") if args.full else previous_build(out)
     plan = plan_build(project.corpus, project.chunk_params, embedder.identity, project.questions.questions, previous)
