@@ -12,7 +12,7 @@ user + system CPU from ``getrusage``):
 It prints one JSON report with the 1-minute load average before and after each build: on a
 shared machine the CPU seconds move far less than the wall clock. ``--python`` runs the builds
 with another interpreter (another checkout's venv, for a before/after). Nothing in the project
-is written. The figures in docs/index-and-budgets.md are this command's output on the day they name.
+is written. The figures in docs/adr/0001-local-embedder.md are this command's output on the day they name.
 """
 
 from __future__ import annotations
