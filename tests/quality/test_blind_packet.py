@@ -8,11 +8,13 @@ from dataclasses import replace
 import pytest
 import yaml
 
+from rag_contract.cli import main
 from rag_contract.config.questions import QuestionSet
 from rag_contract.project import load_project
 from rag_contract.quality.agreement import AnnotationsError, load_annotations
 from rag_contract.quality.blind_packet import load_blind, merge_blind, opaque_id, packet, packet_yaml
 from tests.support import ROOT
+from tools.project_copy import copy_project
 
 FLASK = ROOT / "examples" / "flask-docs"
 
@@ -114,3 +116,20 @@ def test_a_malformed_answer_file_is_refused_naming_the_record(flask, tmp_path, c
     answers.write_text(yaml.safe_dump({"answers": rows}))
     with pytest.raises(AnnotationsError, match=message):
         load_blind(answers, flask.questions, {s.id for s in flask.corpus.sections})
+
+
+def test_the_commands_write_the_packet_and_merge_the_answers_into_a_copy(flask, tmp_path, capsys):
+    copy = copy_project(FLASK, tmp_path / "project")
+    out = tmp_path / "packet.yaml"
+    assert main(["--root", str(copy), "annotation-packet", "--out", str(out)]) == 0
+    assert out.read_text() == packet_yaml(flask.questions)
+    rows = _answers_from_annotations(flask)
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(yaml.safe_dump({"answers": rows}))
+    assert main(["--root", str(copy), "annotation-import", str(answers)]) == 0
+    assert (copy / "eval" / "annotations.yaml").read_text() == flask.paths.annotations.read_text()
+    rows[0] = {"id": rows[0]["id"], "label": "unsupported" if rows[0]["label"] != "unsupported" else "partial"}
+    answers.write_text(yaml.safe_dump({"answers": rows}))
+    capsys.readouterr()
+    assert main(["--root", str(copy), "annotation-import", str(answers)]) == 1
+    assert "1 records differ with no resolution" in capsys.readouterr().out
