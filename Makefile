@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: adapt adapt-folds mpnet-base serve test lint gate dist name-free measure mutate bench bench-save bench-compare eval index-status load request-cpu startup probe http-lint container clean
+.PHONY: adapt adapt-folds mpnet-base serve test lint gate dist name-free measure mutate bench bench-save bench-compare eval index-status load request-cpu startup build-time probe http-lint container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -140,6 +140,12 @@ request-cpu: $(STAMP)
 startup: $(STAMP)
 	$(BIN)/python -m tools.startup
 	$(BIN)/python -m tools.readme
+
+# A full build-index of a copy of the project, checked against the committed index file by file,
+# then a rebuild after one sentence is added to one page, each timed (wall and CPU) with the
+# load average; prints the report (tools/build_time.py). PROJECT: another project's root.
+build-time: $(STAMP)
+	$(BIN)/python -m tools.build_time $(PROJECT)
 
 # REDbot (tools/redbot-requirements.txt) in a venv of its own, for tests/web/test_redbot.py; http-lint
 # runs it against every route of the served app: writes eval/results/redbot.json, then the README block.

@@ -46,6 +46,7 @@ from rag_contract.quality.abstention import write_curve
 from rag_contract.quality.accuracy import line as accuracy_line
 from rag_contract.quality.adapted_folds import FoldLegsError
 from rag_contract.quality.agreement import agreement_report, load_annotations
+from rag_contract.quality.blind_packet import load_blind, merge_blind, packet_yaml
 from rag_contract.quality.calibration import FALSE_ANSWER_COST, calibrate, folds
 from rag_contract.quality.evaluation import answers_report, evaluate_project
 from rag_contract.quality.gate import GateContext, checks, frozen_clock, run_check
@@ -167,7 +168,7 @@ def cmd_build_index(args) -> int:
     """Embed what the index at the destination does not hold already (``--full``: everything)."""
     project = _project(args)
     name = args.embedder or project.thresholds.index.embedder
-    embedder = make_embedder(name, project.paths.models)
+    embedder = make_embedder(name, project.paths.models, building=True)
     out = Path(args.out) if args.out else project.paths.index
     previous, why = (None, "--full") if args.full else previous_build(out)
     plan = plan_build(project.corpus, project.chunk_params, embedder.identity, project.questions.questions, previous)
@@ -205,6 +206,28 @@ def cmd_agreement(args) -> int:
     if not args.no_write:
         project.paths.result("agreement.json").write_text(text)
     print(text, end="")
+    return 0
+
+
+def cmd_annotation_packet(args) -> int:
+    text = packet_yaml(_project(args).questions)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_annotation_import(args) -> int:
+    project = _project(args)
+    blind = load_blind(Path(args.file), project.questions, {s.id for s in project.corpus.sections})
+    path = project.paths.annotations
+    text, unresolved = merge_blind(path.read_text(), blind, args.annotator)
+    path.write_text(text)
+    print(f"{path.name}: {len(blind)} annotations of {args.annotator} written")
+    if unresolved:
+        print(f"{len(unresolved)} records differ with no resolution; write one for each: {', '.join(unresolved)}")
+        return 1
     return 0
 
 
@@ -593,6 +616,19 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("agreement", help="annotator agreement on the question set; writes eval/results/agreement.json")
     s.add_argument("--no-write", action="store_true", help="print only")
     s.set_defaults(func=cmd_agreement)
+
+    s = sub.add_parser(
+        "annotation-packet", help="the question set for a blind annotator: opaque ids, shuffled, question text only"
+    )
+    s.add_argument("--out", help="write the packet here (default: print)")
+    s.set_defaults(func=cmd_annotation_packet)
+
+    s = sub.add_parser(
+        "annotation-import", help="a blind annotator's answers to the packet, into eval/annotations.yaml by question id"
+    )
+    s.add_argument("file", help="the annotator's YAML file (answers: id, label, expected, evidence, foothold)")
+    s.add_argument("--as", dest="annotator", choices=["A", "B"], default="B", help="the annotator's slot (default B)")
+    s.set_defaults(func=cmd_annotation_import)
 
     s = sub.add_parser("eval", help="retrieval recall@k / MRR per mode; writes eval/results/retrieval.json")
     s.add_argument("--questions", help="evaluate this question file instead (not written to results)")

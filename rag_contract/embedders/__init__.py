@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from rag_contract.embedders.base import Embedder, EmbedderError
@@ -18,11 +19,18 @@ EMBEDDERS: dict[str, Callable[[], Embedder]] = {
 }
 
 
-def make_embedder(name: str, models: Path | None = None) -> Embedder:
+def make_embedder(name: str, models: Path | None = None, *, building: bool = False) -> Embedder:
     """The embedder named in configuration; an unknown name is refused with the known ones.
     ``models`` is the project's model directory, where the adapted and mpnet models live.
+    ``building``: the embedder runs a build, whose local model's threads do not spin between
+    runs (``LocalEmbedder.spin``); its vectors and identity are those of the served one.
 
     Constructing one loads no model and makes no call."""
+    embedder = _named(name, models)
+    return replace(embedder, spin=False) if building and isinstance(embedder, LocalEmbedder) else embedder
+
+
+def _named(name: str, models: Path | None) -> Embedder:
     if name in (ADAPTED_NAME, MPNET_NAME):
         if models is None:
             raise EmbedderError(f"embedder {name}: needs the project's models directory")

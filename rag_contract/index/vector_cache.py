@@ -2,10 +2,11 @@
 
 Contract: ``vector_key(identity, text)`` is the sha256 of the embedder identity and the exact
 text embedded; an embedder gives one text the same vector whatever else it embeds (the local
-one runs each text alone), so a vector stored under its key is the vector a fresh build would
-compute, byte for byte. ``VectorCache`` maps keys to read-only float32 rows; it is made from
-the arrays of an index already built (no second copy is kept on disk), and ``missing`` lists,
-once each and in first-seen order, the texts it holds no vector for.
+one computes each row of a batch on its own, padding masked out), so a vector stored under its
+key is the vector a fresh build would compute, byte for byte. ``VectorCache`` maps keys to
+read-only float32 rows; it is made from the arrays of an index already built (no second copy
+is kept on disk), and ``missing`` lists, once each and in first-seen order, the texts it holds
+no vector for.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class Record:
     resolution: str | None
 
 
-def _annotation(raw: object, where: str) -> Annotation:
+def parse_annotation(raw: object, where: str) -> Annotation:
     if not isinstance(raw, dict) or raw.get("label") not in LABELS:
         raise AnnotationsError(f"{where}: needs a label, one of {list(LABELS)}")
     expected = raw.get("expected", [])
@@ -71,8 +71,8 @@ def load_annotations(path: Path) -> tuple[Record, ...]:
             raise AnnotationsError(f"{where}: needs the writer's annotation and at least one of {list(BLIND)}")
         if out and present != tuple(out[0].by):
             raise AnnotationsError(f"{where}: annotated by {list(present)}, but {out[0].id} by {list(out[0].by)}")
-        by = {who: _annotation(item.get(who), f"{where}.{who}") for who in present}
-        resolved = _annotation(item.get("resolved"), f"{where}.resolved")
+        by = {who: parse_annotation(item.get(who), f"{where}.{who}") for who in present}
+        resolved = parse_annotation(item.get("resolved"), f"{where}.resolved")
         resolution = item.get("resolution")
         if len(set(by.values()) | {resolved}) > 1 and not resolution:
             raise AnnotationsError(f"{where}: the annotations differ, so the record needs a 'resolution'")

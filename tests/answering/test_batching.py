@@ -13,7 +13,9 @@ import pytest
 from rag_contract.answering.batching import BatchedVectors, EmbeddingBatcher
 from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.answering.service import Abandoned, Answer, Service
+from rag_contract.embedders import make_embedder
 from rag_contract.embedders.base import EmbedderUnavailable
+from rag_contract.embedders.local import LocalEmbedder
 from rag_contract.index.registry import Registry
 from tests.support.clocks import FakeClock
 from tests.support.stages import BATCHED_STAGES
@@ -34,6 +36,25 @@ def test_a_text_longer_than_a_window_is_embedded_as_embed_does(embedder):
     texts = ["cache " * 400, "What does no-cache mean?", "x"]
     assert np.array_equal(embedder.embed_together(texts), embedder.embed(texts))
     assert embedder.embed_together([]).shape == (0, embedder.dimensions)
+
+
+def test_embed_runs_windows_in_batches_by_length_and_gives_each_text_its_embed_one_vector(project, embedder):
+    # section texts of every length, several longer than one window, beside questions and an empty text
+    texts = [s.text for s in project.corpus.sections[:60]] + [q.question for q in project.questions.questions[:20]]
+    texts += ["cache " * 700, "", "x"]
+    assert max(len(embedder._pieces(t)) for t in texts) >= 3
+    done: list[int] = []
+    batched = embedder.embed(texts, done.append)
+    assert np.array_equal(batched, np.stack([embedder.embed_one(t) for t in texts]))
+    assert sum(done) == len(texts) and len(done) > 1
+
+
+def test_the_build_embedder_does_not_spin_and_gives_the_served_vectors(embedder):
+    built = make_embedder(embedder.name, building=True)
+    assert isinstance(built, LocalEmbedder) and not built.spin and embedder.spin
+    assert built.identity == embedder.identity
+    texts = ["What does no-cache mean?", "cache " * 300]
+    assert np.array_equal(built.embed(texts), embedder.embed(texts))
 
 
 def test_padding_moves_no_bit_of_the_shortest_question_beside_the_longest(project, embedder):
