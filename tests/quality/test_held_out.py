@@ -120,6 +120,7 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "rfc-sealed-12.yaml",
         "rfc-sealed-13.yaml",
         "rfc-sealed-14.yaml",
+        "rfc-sealed-15.yaml",
     ]
     starlette = committed_hashes(root / "examples" / "starlette-docs" / "eval" / "sealed" / "SHA256SUMS")
     assert list(starlette) == [
@@ -136,8 +137,11 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "starlette-sealed-12.yaml",
         "starlette-sealed-13.yaml",
         "starlette-sealed-14.yaml",
+        "starlette-sealed-15.yaml",
     ]
-    assert all(len(v) == 64 for v in [*sums.values(), *starlette.values()])
+    flask = committed_hashes(root / "examples" / "flask-docs" / "eval" / "sealed" / "SHA256SUMS")
+    assert list(flask) == ["flask-sealed-15.yaml"]
+    assert all(len(v) == 64 for v in [*sums.values(), *starlette.values(), *flask.values()])
 
 
 @pytest.mark.slow
