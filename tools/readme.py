@@ -39,6 +39,14 @@ def _load(root: Path, name: str) -> dict:
 PROJECTS = (Path("."), Path("examples/starlette-docs"), Path("examples/flask-docs"))
 
 
+def _committed(root: Path, name: str, render_report: Callable[[dict], str], missing: str) -> str:
+    """``render_report`` of the committed ``eval/results/<name>``; ``missing`` when there is none."""
+    path = Paths(root).result(name)
+    if not path.is_file():
+        return missing
+    return render_report(json.loads(path.read_text()))
+
+
 def _acc(f: dict) -> str:
     """coverage / accuracy when answered / false answers of an ``accuracy`` block (n/a: no denominator)."""
     return f"{_pct(f['coverage'])} / {_pct(f['accuracy_when_answered'])} / {_pct(f['false_answer_rate'])}"
@@ -337,17 +345,18 @@ def mutation_table(root: Path) -> str:
 
 
 def load_table(root: Path) -> str:
-    path = Paths(root).result("load.json")
-    if not path.is_file():
-        return "No load run is committed yet (`make load` writes `eval/results/load.json`).\n"
-    return render(json.loads(path.read_text()))
+    return _committed(
+        root, "load.json", render, "No load run is committed yet (`make load` writes `eval/results/load.json`).\n"
+    )
 
 
 def request_cpu_table(root: Path) -> str:
-    path = Paths(root).result("request_cpu.json")
-    if not path.is_file():
-        return "No CPU run is committed yet (`make request-cpu` writes `eval/results/request_cpu.json`).\n"
-    return request_cpu.render(json.loads(path.read_text()))
+    return _committed(
+        root,
+        "request_cpu.json",
+        request_cpu.render,
+        "No CPU run is committed yet (`make request-cpu` writes `eval/results/request_cpu.json`).\n",
+    )
 
 
 def bench_table(root: Path) -> str:
@@ -373,10 +382,12 @@ def bench_table(root: Path) -> str:
 
 
 def startup_table(root: Path) -> str:
-    path = Paths(root).result("startup.json")
-    if not path.is_file():
-        return "No start-up run is committed yet (`make startup` writes `eval/results/startup.json`).\n"
-    return startup.render(json.loads(path.read_text()))
+    return _committed(
+        root,
+        "startup.json",
+        startup.render,
+        "No start-up run is committed yet (`make startup` writes `eval/results/startup.json`).\n",
+    )
 
 
 def container_run(root: Path) -> str:
@@ -388,17 +399,21 @@ def container_table(root: Path) -> str:
 
 
 def probe_table(root: Path) -> str:
-    path = Paths(root).result(probe.REPORT)
-    if not path.is_file():
-        return "No probe run is committed yet (`make probe` writes `eval/results/probe.json`).\n"
-    return probe.render(json.loads(path.read_text()))
+    return _committed(
+        root,
+        probe.REPORT,
+        probe.render,
+        "No probe run is committed yet (`make probe` writes `eval/results/probe.json`).\n",
+    )
 
 
 def redbot_table(root: Path) -> str:
-    path = Paths(root).result(redbot_lint.REPORT)
-    if not path.is_file():
-        return "No REDbot run is committed yet (`make http-lint` writes `eval/results/redbot.json`).\n"
-    return redbot_lint.render(json.loads(path.read_text()))
+    return _committed(
+        root,
+        redbot_lint.REPORT,
+        redbot_lint.render,
+        "No REDbot run is committed yet (`make http-lint` writes `eval/results/redbot.json`).\n",
+    )
 
 
 def injection_table(root: Path) -> str:
@@ -424,10 +439,12 @@ def stale_example(root: Path) -> str:
 
 
 def observability_table(root: Path) -> str:
-    path = Paths(root).result("observability.json")
-    if not path.is_file():
-        return "No run is committed yet (`python -m tools.observability_load` writes it).\n"
-    return observability_load.render(json.loads(path.read_text()))
+    return _committed(
+        root,
+        "observability.json",
+        observability_load.render,
+        "No run is committed yet (`python -m tools.observability_load` writes it).\n",
+    )
 
 
 RENDERERS: dict[str, Callable[[Path], str]] = {
