@@ -218,6 +218,7 @@ class AdaptedEmbedder(LocalEmbedder):
     model_file: Path = Path("models") / f"{ADAPTED_NAME}.onnx"
 
     name = ADAPTED_NAME
+    remedy = "run `rag-contract adapt`, or name minilm-l6-int8 as index.embedder"  # named when the file is missing
 
     @cached_property
     def _model_bytes(self) -> bytes:
@@ -226,7 +227,7 @@ class AdaptedEmbedder(LocalEmbedder):
         except OSError as exc:
             raise EmbedderError(
                 f"embedder {self.name}: model file {self.model_file.name} cannot be read ({exc.strerror}); "
-                "run `rag-contract adapt`, or name minilm-l6-int8 as index.embedder"
+                + self.remedy
             ) from None
 
     @cached_property
