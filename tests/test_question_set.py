@@ -120,28 +120,70 @@ def _annotations(tmp_path: Path, body: str) -> Path:
     return path
 
 
-def test_a_disagreement_without_a_resolution_is_refused(tmp_path):
-    path = _annotations(tmp_path, """\
+REFUSED_ANNOTATIONS = [
+    pytest.param(
+        """\
   - id: q1
     writer: {label: answerable, expected: [rfc9110#9.2.2]}
     A: {label: answerable, expected: [rfc9110#9.2.2]}
     B: {label: partial}
     resolved: {label: answerable, expected: [rfc9110#9.2.2]}
-""")  # fmt: skip
-    with pytest.raises(AnnotationsError, match="q1: the annotations differ, so the record needs a 'resolution'"):
-        load_annotations(path)
-
-
-def test_expected_sections_go_only_with_answerable(tmp_path):
-    path = _annotations(tmp_path, """\
+""",
+        "q1: the annotations differ, so the record needs a 'resolution'",
+        id="a-disagreement-without-a-resolution",
+    ),
+    pytest.param(
+        """\
   - id: q1
     writer: {label: partial, expected: [rfc9110#9.2.2]}
     A: {label: partial}
     B: {label: partial}
     resolved: {label: partial}
-""")  # fmt: skip
-    with pytest.raises(AnnotationsError, match=r"q1.writer: expected sections go with the label answerable"):
-        load_annotations(path)
+""",
+        r"q1.writer: expected sections go with the label answerable",
+        id="expected-sections-without-answerable",
+    ),
+    pytest.param(
+        """\
+  - id: q1
+    writer: {label: partial}
+    resolved: {label: partial}
+""",
+        r"q1: needs the writer's annotation and at least one of \['A', 'B'\]",
+        id="no-blind-annotation",
+    ),
+    pytest.param(
+        """\
+  - id: q1
+    writer: {label: partial}
+    B: {label: partial}
+    resolved: {label: partial}
+  - id: q2
+    writer: {label: partial}
+    A: {label: partial}
+    B: {label: partial}
+    resolved: {label: partial}
+""",
+        r"q2: annotated by \['writer', 'A', 'B'\], but q1 by \['writer', 'B'\]",
+        id="other-annotators-than-the-first",
+    ),
+    pytest.param(
+        """\
+  - id: q1
+    A: {label: partial}
+    B: {label: partial}
+    resolved: {label: partial}
+""",
+        r"q1.writer: needs a label",
+        id="no-writer-annotation",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), REFUSED_ANNOTATIONS)
+def test_an_annotations_file_that_breaks_a_rule_is_refused_naming_the_record(tmp_path, body, message):
+    with pytest.raises(AnnotationsError, match=message):
+        load_annotations(_annotations(tmp_path, body))
 
 
 def test_the_resolution_must_match_the_question_set(tmp_path):
@@ -188,43 +230,6 @@ def test_a_writer_and_one_blind_annotator_give_one_pair(tmp_path):
     assert (pair["both_answerable"], pair["sections_identical"], pair["sections_overlap"]) == (2, 1, 2)
     assert pair["sections_mean_jaccard"] == 0.75
     assert report["label_disagreements_resolved"] == 1 and report["section_disagreements_resolved"] == 1
-
-
-def test_a_record_without_a_blind_annotation_is_refused(tmp_path):
-    path = _annotations(tmp_path, """\
-  - id: q1
-    writer: {label: partial}
-    resolved: {label: partial}
-""")  # fmt: skip
-    with pytest.raises(AnnotationsError, match=r"q1: needs the writer's annotation and at least one of \['A', 'B'\]"):
-        load_annotations(path)
-
-
-def test_every_record_has_the_annotators_of_the_first(tmp_path):
-    path = _annotations(tmp_path, """\
-  - id: q1
-    writer: {label: partial}
-    B: {label: partial}
-    resolved: {label: partial}
-  - id: q2
-    writer: {label: partial}
-    A: {label: partial}
-    B: {label: partial}
-    resolved: {label: partial}
-""")  # fmt: skip
-    with pytest.raises(AnnotationsError, match=r"q2: annotated by \['writer', 'A', 'B'\], but q1 by \['writer', 'B'\]"):
-        load_annotations(path)
-
-
-def test_a_missing_writer_annotation_is_refused(tmp_path):
-    path = _annotations(tmp_path, """\
-  - id: q1
-    A: {label: partial}
-    B: {label: partial}
-    resolved: {label: partial}
-""")  # fmt: skip
-    with pytest.raises(AnnotationsError, match=r"q1.writer: needs a label"):
-        load_annotations(path)
 
 
 def test_every_added_question_is_annotated_twice_and_the_report_is_current(project):

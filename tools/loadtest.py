@@ -356,7 +356,7 @@ def free_port() -> int:
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """Stop a process started by ``_spawn`` and everything in its process group."""
+    """Stop a process started in a process group of its own (as ``_spawn`` starts one) and everything in that group."""
     if proc.poll() is None:
         proc.terminate()  # uvicorn's supervisor stops its workers on SIGTERM
         try:

@@ -336,20 +336,6 @@ def mutation_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_table(root: Path) -> str:
-    path = Paths(root).result("load.json")
-    if not path.is_file():
-        return "No load run is committed yet (`make load` writes `eval/results/load.json`).\n"
-    return render(json.loads(path.read_text()))
-
-
-def request_cpu_table(root: Path) -> str:
-    path = Paths(root).result("request_cpu.json")
-    if not path.is_file():
-        return "No CPU run is committed yet (`make request-cpu` writes `eval/results/request_cpu.json`).\n"
-    return request_cpu.render(json.loads(path.read_text()))
-
-
 def bench_table(root: Path) -> str:
     """Medians of the committed pytest-benchmark baseline (``make bench-save``): the newest
     saved run under ``eval/benchmarks/``."""
@@ -372,33 +358,12 @@ def bench_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def startup_table(root: Path) -> str:
-    path = Paths(root).result("startup.json")
-    if not path.is_file():
-        return "No start-up run is committed yet (`make startup` writes `eval/results/startup.json`).\n"
-    return startup.render(json.loads(path.read_text()))
-
-
 def container_run(root: Path) -> str:
     return f"```\ndocker build -t {container.IMAGE} .\n{container.run_line()}\n```\n"
 
 
 def container_table(root: Path) -> str:
     return container.render(_load(root, "container.json"))
-
-
-def probe_table(root: Path) -> str:
-    path = Paths(root).result(probe.REPORT)
-    if not path.is_file():
-        return "No probe run is committed yet (`make probe` writes `eval/results/probe.json`).\n"
-    return probe.render(json.loads(path.read_text()))
-
-
-def redbot_table(root: Path) -> str:
-    path = Paths(root).result(redbot_lint.REPORT)
-    if not path.is_file():
-        return "No REDbot run is committed yet (`make http-lint` writes `eval/results/redbot.json`).\n"
-    return redbot_lint.render(json.loads(path.read_text()))
 
 
 def injection_table(root: Path) -> str:
@@ -423,11 +388,43 @@ def stale_example(root: Path) -> str:
     return f"```\n$ rag-contract index-status\n{described}\n```\n"
 
 
-def observability_table(root: Path) -> str:
-    path = Paths(root).result("observability.json")
-    if not path.is_file():
-        return "No run is committed yet (`python -m tools.observability_load` writes it).\n"
-    return observability_load.render(json.loads(path.read_text()))
+def _committed(name: str, render_report: Callable[[dict], str], missing: str) -> Callable[[Path], str]:
+    """The block of the committed ``eval/results/<name>`` by ``render_report``; ``missing`` while
+    there is none."""
+
+    def table(root: Path) -> str:
+        path = Paths(root).result(name)
+        return render_report(json.loads(path.read_text())) if path.is_file() else missing
+
+    return table
+
+
+load_table = _committed(
+    "load.json", render, "No load run is committed yet (`make load` writes `eval/results/load.json`).\n"
+)
+request_cpu_table = _committed(
+    "request_cpu.json",
+    request_cpu.render,
+    "No CPU run is committed yet (`make request-cpu` writes `eval/results/request_cpu.json`).\n",
+)
+startup_table = _committed(
+    "startup.json",
+    startup.render,
+    "No start-up run is committed yet (`make startup` writes `eval/results/startup.json`).\n",
+)
+probe_table = _committed(
+    probe.REPORT, probe.render, "No probe run is committed yet (`make probe` writes `eval/results/probe.json`).\n"
+)
+redbot_table = _committed(
+    redbot_lint.REPORT,
+    redbot_lint.render,
+    "No REDbot run is committed yet (`make http-lint` writes `eval/results/redbot.json`).\n",
+)
+observability_table = _committed(
+    "observability.json",
+    observability_load.render,
+    "No run is committed yet (`python -m tools.observability_load` writes it).\n",
+)
 
 
 RENDERERS: dict[str, Callable[[Path], str]] = {

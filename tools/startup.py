@@ -37,12 +37,9 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import contextlib
 import http.client
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -59,9 +56,9 @@ import yaml
 
 from rag_contract.config.thresholds import load_thresholds
 from rag_contract.project import Paths, find_root
+from tools.loadtest import HOST, free_port, server_env, stop
 from tools.machine import load_average, machine
 
-HOST = "127.0.0.1"  # loopback only, by construction
 DEFAULT_RUNS = 5
 POLL_S = 0.005
 IDLE_S = 1.0
@@ -73,8 +70,6 @@ WARM_UP_FREE_TEXT = 100
 WARM_UP_TRIES = 2
 REQUESTS_PER_ADDRESS = 5  # well inside the limiter's burst for each loopback address
 QUESTION = "What is a URI?"
-# Environment the server must not inherit: another port, store or root, or a key.
-_SCRUBBED_ENV = ("REDIS_URL", "PORT", "WEB_CONCURRENCY", "RAG_CONTRACT_ROOT", "RAG_CONTRACT_WORKER_REDIS_URL")
 
 
 class StartupError(RuntimeError):
@@ -95,19 +90,6 @@ def cpu_s(pid: int) -> float:
     return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def server_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and not k.endswith("_API_KEY")}
-    package_parent = str(Path(__file__).resolve().parent.parent)  # this checkout's package
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
-    return env
-
-
 def _status(request: urllib.request.Request) -> tuple[int | None, str | None, bytes]:
     """(status, Retry-After, body); status None when nothing accepts the connection yet."""
     try:
@@ -117,18 +99,6 @@ def _status(request: urllib.request.Request) -> tuple[int | None, str | None, by
         return exc.code, exc.headers.get("Retry-After"), exc.read()
     except (urllib.error.URLError, ConnectionError):
         return None, None, b""
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def free_text_questions(root: Path, count: int = WARM_UP_FREE_TEXT) -> list[str]:
@@ -249,7 +219,7 @@ def measure_once(root: Path, free_text: Sequence[str] = ()) -> dict[str, Any]:
             "warm_up_replies": replies,
         }
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def goals(summary: Mapping[str, float]) -> dict[str, Any]:

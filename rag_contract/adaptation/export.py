@@ -53,23 +53,20 @@ class ExportCheck:
 
 
 def torch_vectors(model: nn.Module, texts: Sequence[str], embedder: LocalEmbedder) -> np.ndarray:
-    """``texts`` embedded by ``model`` exactly as ``embedder`` windows and pools them: the same
-    word-pieces (``embedder._pieces``), so the check compares the file with torch and nothing else."""
+    """``texts`` embedded by ``model`` exactly as ``embedder`` windows and pools them (``embedder.pooled``:
+    the same word-pieces and arithmetic), so the check compares the file with torch and nothing else."""
+
+    def embed_ids(ids: list[int]) -> np.ndarray:
+        piece = torch.tensor([ids])
+        inputs: tuple[torch.Tensor, ...] = (piece, torch.ones_like(piece))
+        if isinstance(model, MiniLM):
+            inputs = (*inputs, torch.zeros_like(piece))
+        return model(*inputs)[0].mean(0).numpy()
+
     out = np.zeros((len(texts), embedder.dimensions), dtype=np.float32)
     with torch.no_grad():
         for i, text in enumerate(texts):
-            total = np.zeros(embedder.dimensions, dtype=np.float64)
-            weight = 0
-            for ids in embedder._pieces(text):
-                piece = torch.tensor([ids])
-                inputs: tuple[torch.Tensor, ...] = (piece, torch.ones_like(piece))
-                if isinstance(model, MiniLM):
-                    inputs = (*inputs, torch.zeros_like(piece))
-                hidden = model(*inputs)[0].mean(0)
-                total += hidden.numpy().astype(np.float64) * piece.shape[1]
-                weight += piece.shape[1]
-            v = total / weight
-            out[i] = v / np.linalg.norm(v)
+            out[i] = embedder.pooled(text, embed_ids)
     return out
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from rag_contract.adaptation.training import read_safetensors
+from rag_contract.adaptation.encoder import Layer, read_safetensors, state_of
 
 HIDDEN = 768
 HEADS = 12
@@ -51,34 +51,6 @@ def relative_buckets(length: int | torch.Tensor) -> torch.Tensor:
     return ret + torch.where(n < exact, n, large)
 
 
-class Layer(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.q = nn.Linear(HIDDEN, HIDDEN)
-        self.k = nn.Linear(HIDDEN, HIDDEN)
-        self.v = nn.Linear(HIDDEN, HIDDEN)
-        self.o = nn.Linear(HIDDEN, HIDDEN)
-        self.attn_norm = nn.LayerNorm(HIDDEN, eps=EPS)
-        self.inter = nn.Linear(HIDDEN, INTERMEDIATE)
-        self.out = nn.Linear(INTERMEDIATE, HIDDEN)
-        self.out_norm = nn.LayerNorm(HIDDEN, eps=EPS)
-        self.drop = nn.Dropout(0.1)
-
-    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        d = HIDDEN // HEADS
-
-        def heads(y: torch.Tensor) -> torch.Tensor:
-            return y.view(b, t, HEADS, d).transpose(1, 2)
-
-        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + bias
-        ctx = (self.drop(scores.softmax(-1)) @ v).transpose(1, 2).reshape(b, t, HIDDEN)
-        x = self.attn_norm(x + self.drop(self.o(ctx)))
-        h = self.out(nn.functional.gelu(self.inter(x)))
-        return self.out_norm(x + self.drop(h))
-
-
 class MPNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -87,7 +59,7 @@ class MPNet(nn.Module):
         self.norm = nn.LayerNorm(HIDDEN, eps=EPS)
         self.drop = nn.Dropout(0.1)
         self.relative = nn.Embedding(BUCKETS, HEADS)
-        self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
+        self.layers = nn.ModuleList(Layer(HIDDEN, HEADS, INTERMEDIATE, EPS) for _ in range(LAYERS))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         t = input_ids.shape[1]
@@ -111,10 +83,10 @@ _RENAME = {
     "encoder.relative_attention_bias.weight": "relative.weight",
 }
 _LAYER_RENAME = {
-    "attention.attn.q": "q",
-    "attention.attn.k": "k",
-    "attention.attn.v": "v",
-    "attention.attn.o": "o",
+    "attention.attn.q": "query",
+    "attention.attn.k": "key",
+    "attention.attn.v": "value",
+    "attention.attn.o": "attn_out",
     "attention.LayerNorm": "attn_norm",
     "intermediate.dense": "inter",
     "output.dense": "out",
@@ -125,15 +97,9 @@ _UNUSED = ("embeddings.position_ids", "pooler.")  # a buffer and the pooler: mea
 
 def load(path: Path) -> MPNet:
     """The encoder with ``path``'s weights; a missing, extra or misshapen tensor is refused."""
-    state = {}
-    for name, array in read_safetensors(path).items():
-        if name in _RENAME:
-            state[_RENAME[name]] = torch.from_numpy(array)
-        elif name.startswith("encoder.layer."):
-            _, _, n, rest = name.split(".", 3)
-            part, _, leaf = rest.rpartition(".")
-            state[f"layers.{n}.{_LAYER_RENAME[part]}.{leaf}"] = torch.from_numpy(array)
-        elif not name.startswith(_UNUSED):
+    state, left = state_of(read_safetensors(path), _RENAME, _LAYER_RENAME)
+    for name in left:
+        if not name.startswith(_UNUSED):
             raise ValueError(f"{path.name}: unexpected tensor {name}")
     model = MPNet()
     model.load_state_dict(state, strict=True)

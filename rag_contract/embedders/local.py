@@ -156,14 +156,19 @@ class LocalEmbedder:
         step = self.window_tokens - 2
         return [[cls_id, *body[start : start + step], sep_id] for start in range(0, max(len(body), 1), step)]
 
-    def embed_one(self, text: str) -> np.ndarray:
+    def pooled(self, text: str, embed_ids: Callable[[list[int]], np.ndarray]) -> np.ndarray:
+        """``text``'s unit vector from ``embed_ids`` (one window's ids -> its mean-pooled vector):
+        the mean of its windows weighted by their length, in float64, L2-normalised, as float32."""
         total = np.zeros(self.dimensions, dtype=np.float64)
         weight = 0
         for piece in self._pieces(text):
-            total += self._embed_ids(piece).astype(np.float64) * len(piece)
+            total += embed_ids(piece).astype(np.float64) * len(piece)
             weight += len(piece)
         vec = total / weight
         return (vec / np.linalg.norm(vec)).astype(np.float32)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.pooled(text, self._embed_ids)
 
     def embed_together(self, texts: Sequence[str]) -> np.ndarray:
         """``embed(texts)`` in one run of the model for every text that fits one window (the
@@ -259,6 +264,7 @@ class AdaptedEmbedder(LocalEmbedder):
     model_file: Path = Path("models") / f"{ADAPTED_NAME}.onnx"
 
     name = ADAPTED_NAME
+    remedy = "run `rag-contract adapt`, or name minilm-l6-int8 as index.embedder"  # named when the file is missing
 
     @cached_property
     def _model_bytes(self) -> bytes:
@@ -267,7 +273,7 @@ class AdaptedEmbedder(LocalEmbedder):
         except OSError as exc:
             raise EmbedderError(
                 f"embedder {self.name}: model file {self.model_file.name} cannot be read ({exc.strerror}); "
-                "run `rag-contract adapt`, or name minilm-l6-int8 as index.embedder"
+                + self.remedy
             ) from None
 
     @cached_property

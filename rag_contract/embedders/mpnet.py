@@ -13,10 +13,8 @@ A project selects it by naming ``mpnet-base-int8`` as ``index.embedder``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
-from rag_contract.embedders.base import EmbedderError
 from rag_contract.embedders.local import AdaptedEmbedder
 
 MPNET_NAME = "mpnet-base-int8"
@@ -41,6 +39,7 @@ class MPNetEmbedder(AdaptedEmbedder):
     window_tokens: int = 384  # the model's max_seq_length (sentence_bert_config.json)
 
     name = MPNET_NAME
+    remedy = "run `python -m tools.mpnet_base`"
     cls_token = "<s>"
     sep_token = "</s>"
 
@@ -55,13 +54,3 @@ class MPNetEmbedder(AdaptedEmbedder):
     @property
     def _tokenizer_sha256(self) -> str:
         return MPNET_TOKENIZER_SHA256
-
-    @cached_property
-    def _model_bytes(self) -> bytes:
-        try:
-            return self.model_file.read_bytes()
-        except OSError as exc:
-            raise EmbedderError(
-                f"embedder {self.name}: model file {self.model_file.name} cannot be read ({exc.strerror}); "
-                "run `python -m tools.mpnet_base`"
-            ) from None

@@ -18,13 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.answering.free_text import AskRejected, validate_question
 from rag_contract.answering.injection_screen import INJECTION_PATTERNS, InjectionHit, injection_pattern, screen, views
-from rag_contract.answering.service import Service
-from rag_contract.index.registry import Registry
-from rag_contract.web.serving import embedded_vector
-from tests.support.clocks import FakeClock
+from tests.support.apps import ask_service
 from tools import injection
 
 # The bars the issue set: a committed list may tighten them, never loosen them.
@@ -212,14 +208,7 @@ def test_the_extractive_drafter_only_quotes_the_corpus_whatever_the_question(pro
     """The screen's misses cost nothing on the served path: every claim the extractive drafter
     writes, for every hostile text on the list (screened or not), is one sentence of the section
     it cites, or two adjacent ones. The question chooses which sentences; it cannot add words."""
-    d = project.thresholds.drafting
-    service = Service(
-        Registry(index),
-        project.thresholds,
-        ExtractiveDrafter.committed(d),
-        FakeClock(0.0),
-        embedded_vector(embedder),
-    )
+    service = ask_service(project, index, embedder)
     by_section: dict[str, list[str]] = {}
     for s in index.sentences:
         by_section.setdefault(s.section_id, []).append(s.text)

@@ -20,12 +20,10 @@ from rag_contract.answering.relevance import (
     unknown_elements,
     verdict_for,
 )
-from rag_contract.answering.service import AnswerState, Service, decide
+from rag_contract.answering.service import AnswerState, decide
 from rag_contract.config.thresholds import RelevanceConfig
-from rag_contract.index.registry import Registry
 from rag_contract.retrieval.terms import TermWeights, coverage
-from rag_contract.web.serving import embedded_vector
-from tests.support.clocks import FakeClock
+from tests.support.apps import ask_service
 
 
 def kept(text: str, section_id: str) -> Verdict:
@@ -34,15 +32,7 @@ def kept(text: str, section_id: str) -> Verdict:
 
 @pytest.fixture(scope="module")
 def ask(project, index, embedder):
-    d = project.thresholds.drafting
-    service = Service(
-        Registry(index),
-        project.thresholds,
-        ExtractiveDrafter.committed(d),
-        FakeClock(0.0),
-        embedded_vector(embedder),
-    )
-    return lambda text: service.answer(text)
+    return ask_service(project, index, embedder).answer
 
 
 # --- the two failure directions, end to end ---------------------------------------------------

@@ -31,9 +31,11 @@ class GateRun:
     stdout: str
 
 
-def _pytest_gate(pytester: pytest.Pytester, root: Path, *extra: str) -> GateRun:
-    """``pytest -m gate`` on the copy at ``root`` (pytester's directory), in this process."""
+def _pytest_gate(pytester: pytest.Pytester, root: Path, *extra: str, project: Path | None = None) -> GateRun:
+    """``pytest -m gate`` on the copy at ``root`` (pytester's directory), in this process; on
+    ``project``'s thresholds file instead of ``root``'s when given (a project below ``root``)."""
     assert Path.cwd() == root == pytester.path
+    gated = root if project is None else project
     result = pytester.runpytest_inprocess(
         "-m",
         "gate",
@@ -44,7 +46,7 @@ def _pytest_gate(pytester: pytest.Pytester, root: Path, *extra: str) -> GateRun:
         f"--rootdir={root}",
         "-c",
         str(root / "pyproject.toml"),
-        str(root / "eval" / "thresholds.yaml"),
+        str(gated / "eval" / "thresholds.yaml"),
         *extra,
     )
     return GateRun(int(result.ret), str(result.stdout))
@@ -164,19 +166,6 @@ def test_the_project_root_option_gates_another_directory(pytester, pytester_copy
     second = copy_project(root / "examples" / "starlette-docs", pytester_copy / "second")
     qid = _first_below_the_top(second)
     edit_thresholds(second, lambda t: t["retrieval"]["ceilings"].__setitem__(qid, 1))
-    result = pytester.runpytest_inprocess(
-        "-m",
-        "gate",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--benchmark-disable",
-        f"--rootdir={pytester_copy}",
-        "-c",
-        str(pytester_copy / "pyproject.toml"),
-        "--ragcontract-root=second",
-        str(second / "eval" / "thresholds.yaml"),
-    )
-    out = str(result.stdout)
-    assert int(result.ret) == 1 and re.search(r"1 failed, \d+ passed", out), out[-1500:]
-    assert f"retrieval/ceiling/{qid}" in out
+    out = _pytest_gate(pytester, pytester_copy, "--ragcontract-root=second", project=second)
+    assert out.returncode == 1 and re.search(r"1 failed, \d+ passed", out.stdout), out.stdout[-1500:]
+    assert f"retrieval/ceiling/{qid}" in out.stdout

@@ -153,35 +153,21 @@ def test_dropping_a_known_overanswered_entry_fails_its_refusal_check(copy, proje
     assert set(failing(copy)) == {f"answers/refusal/{qid}"}
 
 
-def test_a_grounded_rate_bar_above_the_measured_rate_fails_alone(copy):
-    edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_grounded_rate", 0.9))
+@pytest.mark.parametrize(
+    ("bar", "value", "named"),
+    [
+        ("min_grounded_rate", 0.9, "not grounded: q"),
+        ("min_state_agreement", 0.9, "disagreeing: u"),
+        ("min_accuracy_when_answered", 0.99, "answered without the evidence: q"),
+        ("max_false_answer_rate", 0.0, "answered anyway: u"),
+        ("min_coverage", 1.0, "not answered: q"),
+    ],
+)
+def test_an_answers_bar_past_the_measured_value_fails_alone_naming_the_questions(copy, bar, value, named):
+    edit_thresholds(copy, lambda t: t["answers"].__setitem__(bar, value))
     red = failing(copy)
-    assert set(red) == {"answers/min_grounded_rate"}
-    assert "not grounded: q" in red["answers/min_grounded_rate"]
-
-
-def test_a_state_agreement_floor_above_the_measured_value_fails_alone(copy):
-    edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_state_agreement", 0.9))
-    assert set(failing(copy)) == {"answers/min_state_agreement"}
-
-
-def test_an_accuracy_floor_above_the_measured_value_fails_alone_naming_the_inaccurate_answers(copy):
-    edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_accuracy_when_answered", 0.99))
-    red = failing(copy)
-    assert set(red) == {"answers/min_accuracy_when_answered"}
-    assert "answered without the evidence: q" in red["answers/min_accuracy_when_answered"]
-
-
-def test_a_false_answer_ceiling_below_the_measured_rate_fails_alone(copy):
-    edit_thresholds(copy, lambda t: t["answers"].__setitem__("max_false_answer_rate", 0.0))
-    red = failing(copy)
-    assert set(red) == {"answers/max_false_answer_rate"}
-    assert "answered anyway: u" in red["answers/max_false_answer_rate"]
-
-
-def test_a_coverage_floor_above_the_measured_value_fails_alone(copy):
-    edit_thresholds(copy, lambda t: t["answers"].__setitem__("min_coverage", 1.0))
-    assert set(failing(copy)) == {"answers/min_coverage"}
+    assert set(red) == {f"answers/{bar}"}
+    assert named in red[f"answers/{bar}"]
 
 
 def test_dropping_a_known_miss_fails_that_questions_answer_item_alone(copy, project):

@@ -7,6 +7,9 @@ local embedder's vector), a service clock, the /health status, and the rate limi
 clock and store. Unless a test says otherwise the thresholds are ``generous`` (a rate
 allowance no test reaches unless it is about the limiter), both clocks are ``FROZEN`` (a
 response's budget is all zeros) and /health reports a fresh index (``fresh_status``).
+
+``ask_service(project, index, embedder)`` is the free-text service alone, under the committed
+thresholds.
 """
 
 from __future__ import annotations
@@ -93,3 +96,11 @@ def make_app(
         about=project.about,
         observer=observer,
     )
+
+
+def ask_service(project: Project, index: Index, embedder: LocalEmbedder) -> Service:
+    """The free-text service over ``index`` as ``serve`` makes it, without the app: the committed
+    thresholds (not ``generous``), the extractive drafter, the question embedded by ``embedder``,
+    the ``FROZEN`` clock."""
+    t = project.thresholds
+    return Service(Registry(index), t, ExtractiveDrafter.committed(t.drafting), FROZEN, embedded_vector(embedder))

@@ -1,11 +1,15 @@
-"""A draft grounding partly withdraws, for the tests of partial answers on the wire and on pages."""
+"""A draft grounding partly withdraws, for the tests of partial answers on the wire and on pages,
+and the recorded drafts those tests serve with it."""
 
 from __future__ import annotations
 
-from rag_contract.answering.drafting import Draft, prompt_fingerprint, sentences
+from pathlib import Path
+
+from rag_contract.answering.drafting import Draft, ExtractiveDrafter, prompt_fingerprint, sentences
 from rag_contract.answering.grounding import Claim, check_claim
 from rag_contract.answering.service import consult, stored_vector
 from rag_contract.quality.accuracy import accurate
+from rag_contract.quality.recording import draft_all, write_drafts
 
 
 def partial_qid(project, index) -> str:
@@ -46,3 +50,14 @@ def partial_draft(index, thresholds, question) -> Draft:
         "2026-01-01",
         claims,
     )
+
+
+def drafts_with_a_partial(directory: Path, project, index, question_id: str) -> Path:
+    """``directory`` holding the extractive draft of every question, ``question_id``'s replaced by
+    its ``partial_draft``: the recorded drafts the app and page tests serve."""
+    t = project.thresholds
+    recorded = draft_all(index, t, ExtractiveDrafter.committed(t.drafting), project.questions.questions, "2026-01-01")
+    write_drafts(recorded, directory)
+    q = project.questions.get(question_id)
+    (directory / f"{q.id}.json").write_text(partial_draft(index, t, q).to_json())
+    return directory

@@ -57,43 +57,33 @@ def test_at_most_max_in_flight_hold_a_slot_and_the_queue_is_served_in_order():
     assert asyncio.run(scenario()) == ["r0", "r1", "r2", "r3", "r4"]
 
 
-def test_past_the_queue_a_request_is_shed_at_once():
-    async def scenario() -> tuple[str, float]:
-        admission, release = Admission(LIMITS), asyncio.Event()
-        held = [asyncio.create_task(_hold(admission, str(i), [], release)) for i in range(5)]
-        await asyncio.sleep(0.01)
-        started = time.perf_counter()
-        with pytest.raises(Shed) as shed:
-            async with admission.slot():
-                pass
-        elapsed = time.perf_counter() - started
-        release.set()
-        await asyncio.gather(*held)
-        return shed.value.reason, elapsed
+async def _shed_past(holders: int, limits: AdmissionLimits) -> tuple[Shed, float, int, int]:
+    """``holders`` requests take what ``limits`` admit, then one more asks for a slot: the ``Shed``
+    it gets, how long it took to get it, what is queued just after, and what is in flight once
+    the holders are done."""
+    admission, release = Admission(limits), asyncio.Event()
+    held = [asyncio.create_task(_hold(admission, str(i), [], release)) for i in range(holders)]
+    await asyncio.sleep(0.01)
+    started = time.perf_counter()
+    with pytest.raises(Shed) as shed:
+        async with admission.slot():
+            pass
+    waited = time.perf_counter() - started
+    queued_after = admission.queued
+    release.set()
+    await asyncio.gather(*held)
+    return shed.value, waited, queued_after, admission.in_flight
 
-    reason, elapsed = asyncio.run(scenario())
-    assert reason == "queue_full"
+
+def test_past_the_queue_a_request_is_shed_at_once():
+    shed, elapsed, _, _ = asyncio.run(_shed_past(5, LIMITS))
+    assert shed.reason == "queue_full"
     assert elapsed < 0.05  # no waiting at all; the bound only absorbs a loaded machine
 
 
 def test_a_queued_request_is_shed_when_no_slot_frees_within_the_wait():
     limits = dataclasses.replace(LIMITS, max_queue_wait_ms=30.0)
-
-    async def scenario() -> tuple[Shed, float, int, int]:
-        admission, release = Admission(limits), asyncio.Event()
-        held = [asyncio.create_task(_hold(admission, str(i), [], release)) for i in range(2)]
-        await asyncio.sleep(0.01)
-        started = time.perf_counter()
-        with pytest.raises(Shed) as shed:
-            async with admission.slot():
-                pass
-        waited = time.perf_counter() - started
-        queued_after = admission.queued
-        release.set()
-        await asyncio.gather(*held)
-        return shed.value, waited, queued_after, admission.in_flight
-
-    shed, waited, queued_after, in_flight_after = asyncio.run(scenario())
+    shed, waited, queued_after, in_flight_after = asyncio.run(_shed_past(2, limits))
     assert shed.reason == "queue_wait" and "30 ms" in str(shed)
     assert 0.025 <= waited < 1.0
     assert queued_after == 0 and in_flight_after == 0  # the shed request left no trace

@@ -21,13 +21,12 @@ from rag_contract.answering.free_text import max_body_bytes, read_question
 from rag_contract.answering.service import Service, committed_vector
 from rag_contract.index.registry import Registry
 from rag_contract.index.status import Change, IndexStatus
-from rag_contract.quality.recording import draft_all, write_drafts
 from rag_contract.web.app import prefers_json, section_href, section_id_from_ref
 from rag_contract.web.ratelimit import Allowance, Decision, StoreUnavailable, probe
 from rag_contract.web.serving import app_for_probe
 from tests.support.apps import FROZEN, fresh_status, generous, make_app
 from tests.support.clocks import jump_clock
-from tests.support.partial import partial_draft
+from tests.support.partial import drafts_with_a_partial
 from tests.support.partial import partial_qid as first_with_evidence_on_top
 
 ANSWER_KEYS = {
@@ -70,18 +69,7 @@ def partial_qid(project, index):
 @pytest.fixture(scope="module")
 def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
     """Extractive drafts for every question, the first answerable one replaced by a partial."""
-    directory = tmp_path_factory.mktemp("drafts")
-    recorded = draft_all(
-        index,
-        project.thresholds,
-        ExtractiveDrafter.committed(project.thresholds.drafting),
-        project.questions.questions,
-        "2026-01-01",
-    )
-    write_drafts(recorded, directory)
-    q = project.questions.get(partial_qid)
-    (directory / f"{q.id}.json").write_text(partial_draft(index, project.thresholds, q).to_json())
-    return directory
+    return drafts_with_a_partial(tmp_path_factory.mktemp("drafts"), project, index, partial_qid)
 
 
 @pytest.fixture

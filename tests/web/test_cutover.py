@@ -21,6 +21,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -149,11 +150,17 @@ def test_the_check_fails_for_a_service_that_reads_the_registry_at_the_end(projec
 # --- the same over HTTP ----------------------------------------------------------------------------
 
 
-def _in_flight(request: Callable[[], httpx.Response]) -> tuple[threading.Thread, dict]:
+def _swapped_in_flight(request: Callable[[], httpx.Response], gate: Gate, registry: Registry, index) -> httpx.Response:
+    """``request``'s response, sent from another thread, when ``index`` is installed while the
+    request waits at ``gate``."""
     out: dict = {}
     worker = threading.Thread(target=lambda: out.update(response=request()))
     worker.start()
-    return worker, out
+    assert gate.entered.wait(WAIT_S)
+    registry.install(index)
+    gate.release.set()
+    worker.join(WAIT_S)
+    return out["response"]
 
 
 def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
@@ -173,12 +180,8 @@ def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
     server = live_server(app)
 
     # Window 2 on GET /answer/{id}: mid-draft.
-    worker, out = _in_flight(lambda: httpx.get(f"{server.url}/answer/{question.id}", timeout=WAIT_S))
-    assert draft_gate.entered.wait(WAIT_S)
-    registry.install(index_b)
-    draft_gate.release.set()
-    worker.join(WAIT_S)
-    r = out["response"]
+    answer = partial(httpx.get, f"{server.url}/answer/{question.id}", timeout=WAIT_S)
+    r = _swapped_in_flight(answer, draft_gate, registry, index_b)
     assert r.status_code == 200
     assert r.json()["index_version"] == index_a.version
     assert r.headers["x-index-version"] == index_a.version
@@ -186,14 +189,8 @@ def test_over_http_a_request_in_flight_during_the_swap_reports_the_old_version(
     assert after.json()["index_version"] == after.headers["x-index-version"] == B_VERSION
 
     # Window 1 on POST /ask: after acquire, inside query_vector; this time B -> A.
-    worker, out = _in_flight(
-        lambda: httpx.post(f"{server.url}/ask", json={"question": question.question}, timeout=WAIT_S)
-    )
-    assert vector_gate.entered.wait(WAIT_S)
-    registry.install(index_a)
-    vector_gate.release.set()
-    worker.join(WAIT_S)
-    r = out["response"]
+    ask = partial(httpx.post, f"{server.url}/ask", json={"question": question.question}, timeout=WAIT_S)
+    r = _swapped_in_flight(ask, vector_gate, registry, index_a)
     assert r.status_code == 200
     assert r.json()["index_version"] == r.headers["x-index-version"] == B_VERSION
 

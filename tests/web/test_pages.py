@@ -20,16 +20,11 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from rag_contract.answering.drafting import (
-    DraftError,
-    ExtractiveDrafter,
-    FixtureDrafter,
-)
+from rag_contract.answering.drafting import DraftError, FixtureDrafter
 from rag_contract.index.registry import Registry
-from rag_contract.quality.recording import draft_all, write_drafts
 from tests.support.apps import make_app
 from tests.support.clocks import jump_clock, tick_clock
-from tests.support.partial import partial_draft
+from tests.support.partial import drafts_with_a_partial
 from tests.support.partial import partial_qid as first_with_evidence_on_top
 
 BASE = "http://testserver"
@@ -118,16 +113,7 @@ def partial_qid(project, index):
 @pytest.fixture(scope="module")
 def drafts(tmp_path_factory, project, index, partial_qid) -> Path:
     """Extractive drafts for every question; one replaced by a draft grounding partly withdraws."""
-    directory = tmp_path_factory.mktemp("drafts")
-    t = project.thresholds
-    write_drafts(
-        draft_all(index, t, ExtractiveDrafter.committed(t.drafting), project.questions.questions, "2026-01-01"),
-        directory,
-    )
-    q = project.questions.get(partial_qid)
-    draft = partial_draft(index, t, q)
-    (directory / f"{q.id}.json").write_text(draft.to_json())
-    return directory
+    return drafts_with_a_partial(tmp_path_factory.mktemp("drafts"), project, index, partial_qid)
 
 
 def make_client(project, registry, drafts, embedder, clock=None, fixture_drafter=None) -> TestClient:

@@ -186,41 +186,47 @@ def _role_as_text(
     return [nodes.literal(rawtext, xref_text(text))], []
 
 
-class _Dropped(Directive):
+class _Lenient(Directive):
+    """Any arguments, options and content: a directive of Sphinx's or an extension's is read
+    whatever it is given, never refused."""
+
     optional_arguments = 100
     final_argument_whitespace = True
     option_spec: ClassVar[dict[str, Any]] = _AnyOptions()
     has_content = True
 
+
+def _body(directive: Directive, lead: str | None) -> nodes.container:
+    """The directive's content parsed, after ``lead`` (inline text on its own line, when it has
+    one) as a first paragraph."""
+    body = nodes.container()
+    if lead is not None:
+        inline, _ = directive.state.inline_text(lead, directive.lineno)
+        body += nodes.paragraph("", "", *inline)
+    directive.state.nested_parse(directive.content, directive.content_offset, body)
+    return body
+
+
+class _Dropped(_Lenient):
     def run(self) -> list[nodes.Node]:
         return [_dropped(name=self.name)]
 
 
-class _Code(Directive):
+class _Code(_Lenient):
     optional_arguments = 1  # the language
-    final_argument_whitespace = True
-    option_spec: ClassVar[dict[str, Any]] = _AnyOptions()
-    has_content = True
 
     def run(self) -> list[nodes.Node]:
         code = "\n".join(self.content)
         return [nodes.literal_block(code, code)]
 
 
-class _Version(Directive):
+class _Version(_Lenient):
     required_arguments = 1
     optional_arguments = 1  # the change, said on the directive's own line
-    final_argument_whitespace = True
-    option_spec: ClassVar[dict[str, Any]] = _AnyOptions()
-    has_content = True
 
     def run(self) -> list[nodes.Node]:
         lead = f"{VERSIONS[self.name]} {self.arguments[0]}"
-        body = nodes.container()
-        if len(self.arguments) > 1:
-            inline, _ = self.state.inline_text(self.arguments[1], self.lineno)
-            body += nodes.paragraph("", "", *inline)
-        self.state.nested_parse(self.content, self.content_offset, body)
+        body = _body(self, self.arguments[1] if len(self.arguments) > 1 else None)
         first = body.children[0] if body.children else None
         if isinstance(first, nodes.paragraph):
             first.insert(0, nodes.Text(f"{lead}: "))
@@ -228,13 +234,8 @@ class _Version(Directive):
         return [nodes.paragraph("", f"{lead}."), *body.children]
 
 
-class _Described(Directive):
+class _Described(_Lenient):
     """An object description: the signature as a term, the content as its definition."""
-
-    optional_arguments = 100
-    final_argument_whitespace = True
-    option_spec: ClassVar[dict[str, Any]] = _AnyOptions()
-    has_content = True
 
     def run(self) -> list[nodes.Node]:
         definition = nodes.definition()
@@ -243,21 +244,11 @@ class _Described(Directive):
         return [nodes.definition_list("", item)]
 
 
-class _Content(Directive):
+class _Content(_Lenient):
     """A directive docutils does not know (``seealso``, ``tabs``, ``only``): its arguments, then its content."""
 
-    optional_arguments = 100
-    final_argument_whitespace = True
-    option_spec: ClassVar[dict[str, Any]] = _AnyOptions()
-    has_content = True
-
     def run(self) -> list[nodes.Node]:
-        body = nodes.container()
-        if self.arguments:
-            inline, _ = self.state.inline_text(" ".join(self.arguments), self.lineno)
-            body += nodes.paragraph("", "", *inline)
-        self.state.nested_parse(self.content, self.content_offset, body)
-        return list(body.children)
+        return list(_body(self, " ".join(self.arguments) if self.arguments else None).children)
 
 
 for _name in DROPPED:
