@@ -95,6 +95,8 @@ measure: $(STAMP)
 	for f in eval/sealed/*.yaml; do $(BIN)/rag-contract held-out "$$f" --write || exit 1; done
 	for f in examples/starlette-docs/eval/sealed/*.yaml; do \
 		$(BIN)/rag-contract --root examples/starlette-docs held-out "$$f" --write || exit 1; done
+	for f in examples/flask-docs/eval/sealed/*.yaml; do \
+		$(BIN)/rag-contract --root examples/flask-docs held-out "$$f" --write || exit 1; done
 	$(BIN)/python -m tools.readme
 
 # Mutation testing of the contract's rules (eval/mutation.yaml): writes eval/results/mutation.json,

@@ -160,6 +160,8 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         (".", "rfc-sealed-10.yaml"),
         (".", "rfc-sealed-11.yaml"),
         (".", "rfc-sealed-12.yaml"),
+        (".", "rfc-sealed-14.yaml"),
+        (".", "rfc-sealed-15.yaml"),
         ("examples/starlette-docs", "starlette-sealed-2.yaml"),
         ("examples/starlette-docs", "starlette-sealed-3.yaml"),
         ("examples/starlette-docs", "starlette-sealed-4.yaml"),
@@ -171,6 +173,9 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         ("examples/starlette-docs", "starlette-sealed-10.yaml"),
         ("examples/starlette-docs", "starlette-sealed-11.yaml"),
         ("examples/starlette-docs", "starlette-sealed-12.yaml"),
+        ("examples/starlette-docs", "starlette-sealed-14.yaml"),
+        ("examples/starlette-docs", "starlette-sealed-15.yaml"),
+        ("examples/flask-docs", "flask-sealed-15.yaml"),
     ],
 )
 def test_each_committed_sealed_report_is_what_the_command_produces(root, tmp_path, project, name):
