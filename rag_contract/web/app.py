@@ -125,6 +125,7 @@ from rag_contract.web.methods import SERVER_WIDE, allowed, recognised
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.refusal_pacing import RefusalPacing
+from rag_contract.web.single_flight import SingleFlight
 from rag_contract.web.slash_redirect import relative_slash_redirects
 from rag_contract.web.slow_clients import BODY_TIMEOUT_S
 from rag_contract.web.validators import CACHE_CONTROL, conditional_status, entity_tag
@@ -557,12 +558,15 @@ class WebState:
     css: str
     css_tag: str  # strong: a digest of the stylesheet's bytes
     warmup: Callable[[], object] | None
+    precompute: bool  # every fixed answer queued at lifespan startup (precompute_fixed)
     fixed: FixedAnswers[Outcome]
     presentation: str  # presentation_fingerprint: an input of every page's entity tag
     questions_body: bytes  # GET /questions: constant for the process, encoded once
     questions_tag: str
     admission: Admission  # free-text answers in flight and queued (POST /ask, GET /ask?q=)
-    refusals: RefusalPacing  # when each of admission's sheds is sent
+    refusals: RefusalPacing  # when each refusal (admission's sheds, the limiter's 429s) is sent
+    fixed_flights: SingleFlight[Served | Outcome]  # fixed answers computed one per loop turn, one per id at a time
+    status_executor: Executor  # GET /health's status check: a thread no storm shares
     body_timeout_s: float  # POST /ask: the whole body within this, else 408 (slow_clients.py)
     ask_ready: Callable[[Index], object]  # GET /health/ready: raises EmbedderLoading while it loads
 
@@ -606,6 +610,33 @@ def answer_all(
     return [(q, _outcome_of(fixed.serve(index, q))) for q in questions.questions]
 
 
+def precompute_fixed(web: WebState) -> None:
+    """Queue every fixed answer not kept yet on the served index, in question-set order, and
+    return at once: they are computed one per turn of the loop (``single_flight.py``), so the
+    server answers ``/health`` meanwhile, and a request for an id moves it to the head of the
+    queue and joins it (or is served the kept answer) rather than computing it again."""
+    index = web.registry.acquire()
+    if index is None:
+        return
+    for q in web.questions.questions:
+        if web.fixed.lookup(index, q.id) is None:
+            web.fixed_flights.start(q.id, index, functools.partial(web.fixed.serve, index, q))
+
+
+async def serve_fixed(web: WebState, index: Index | None, q: Question) -> Served | Outcome:
+    """A fixed question's answer on ``index``: a kept one inline (a lookup, far under a
+    millisecond), else computed by the one worker that computes fixed answers, one per turn of
+    the loop and one per id at a time (``single_flight.py``), so a cold stampede over distinct
+    ids leaves the loop to ``/health`` and everything else between any two answers. A request that joined another's
+    computation is served the kept answer with what it spent itself (``reused``)."""
+    if web.fixed.lookup(index, q.id) is not None:
+        return web.fixed.serve(index, q)
+    served, started = await web.fixed_flights.run(q.id, index, functools.partial(web.fixed.serve, index, q))
+    if not started and isinstance(served, Served):
+        return web.fixed.serve(index, q)
+    return served
+
+
 def _outcome_of(served: Served | Outcome) -> Outcome:
     return served.entity.answer if isinstance(served, Served) else served
 
@@ -634,7 +665,8 @@ async def get_ready(request: Request) -> Response:
 async def get_health(request: Request) -> Response:
     web = _web(request)
     index = web.registry.acquire()
-    on_disk = await run_in_threadpool(web.status)
+    # On a thread of its own: a storm that fills the shared pool (answers, pages) never delays it.
+    on_disk = await asyncio.get_running_loop().run_in_executor(web.status_executor, web.status)
     h = health(index.version if index else None, web.registry.load_error, on_disk)
     return _json(h.body, h.http_status, extra=_NO_STORE)
 
@@ -665,10 +697,7 @@ class FixedAnswerEndpoint:
         if q is None:
             await _json(_not_found("question", qid), 404)(scope, receive, send)
             return
-        # Computing a fixed answer is ~1 ms of GIL-bound work (committed vector, recorded
-        # draft), and reusing one far less: run inline. A thread hop buys no parallelism here,
-        # only a second queue whose waits would be billed to the request's deadline.
-        served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
+        served = await serve_fixed(web, web.registry.acquire(), q)  # the only acquire of this request
         if not isinstance(served, Served):
             note(scope, served)
             await _json(served.as_dict(), served.http_status, served.index_version, _retry(web, served))(
@@ -886,8 +915,7 @@ async def get_question_page(request: Request) -> Response:
     q = web.by_id.get(qid)
     if q is None:
         return _not_found_page(web, "question", qid)
-    # Inline, as GET /answer/{id}.
-    served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
+    served = await serve_fixed(web, web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
         note(request.scope, served)
         return _outcome_page(web, served, answerable=q.answerable)
@@ -945,9 +973,11 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    warmup = app.state.web.warmup
-    if warmup is not None:
-        await run_in_threadpool(warmup)
+    web: WebState = app.state.web
+    if web.warmup is not None:
+        await run_in_threadpool(web.warmup)
+    if web.precompute:
+        precompute_fixed(web)  # queued, not awaited: the first /health does not wait for it
     observer: Observer | None = app.state.observer
     if observer is not None:
         observer.started()
@@ -1005,6 +1035,7 @@ def create_app(
     warmup: Callable[[], object] | None = None,
     observer: Observer | None = None,
     ask_ready: Callable[[Index], object] | None = None,
+    precompute: bool = False,
 ) -> Starlette:
     """The served contract over explicit dependencies.
 
@@ -1019,19 +1050,25 @@ def create_app(
     request after its response, the limiter's refusals included: it wraps the limiter.
     ``ask_ready`` (optional; default: always ready) is what ``/health/ready`` asks of the
     served index: it raises ``EmbedderLoading`` while free text cannot be embedded yet.
+    ``precompute`` (``serve`` sets it): every fixed answer is queued at lifespan startup, one
+    computed per turn of the loop, not awaited, so a cold stampede over distinct ids finds them
+    computed or queued.
     """
     rl, a = thresholds.rate_limit, thresholds.admission
     qbody = questions_body(questions)
     example = ask_example(questions)
     css = (TEMPLATES / "site.css").read_text(encoding="utf-8")
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
+    # One pace for every refusal the worker sends, the limiter's 429s and admission's 503s:
+    # at most refusals_per_s a second, so clients that ignore Retry-After cannot fill the loop.
+    refusals = RefusalPacing(a.refusals_per_s, max_hold_s=a.retry_after_s)
     app = Starlette(
         routes=list(ROUTES),
         # First in the list = outermost of the user middleware: the observer sees every response,
         # then the limiter decides before any handler.
         middleware=[
             *([Middleware(ObserveMiddleware, observer, ROUTES, rl.trusted_proxy_hops)] if observer else []),
-            Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock),
+            Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock, pace=refusals.pace),
             Middleware(DirectRoute, route=ANSWER_ROUTE),  # what the limiter admits for it: no router
         ],
         exception_handlers={HTTPException: http_error},
@@ -1042,6 +1079,7 @@ def create_app(
     fixed: FixedAnswers[Outcome] = FixedAnswers(
         functools.partial(run_fixed, fixture_service), thresholds.budget.request_deadline_ms, fixture_service.clock
     )
+    flights: SingleFlight[Served | Outcome] = SingleFlight()
     app.state.web = WebState(
         registry=registry,
         fixture_service=fixture_service,
@@ -1055,12 +1093,15 @@ def create_app(
         css=css,
         css_tag=entity_tag([css], weak=False),
         warmup=warmup,
+        precompute=precompute,
         fixed=fixed,
         presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars, about, example),
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
         admission=Admission(AdmissionLimits(a.max_in_flight, a.max_queued, a.max_queue_wait_ms, a.retry_after_s)),
-        refusals=RefusalPacing(a.refusals_per_s, max_hold_s=a.retry_after_s),
+        refusals=refusals,
+        fixed_flights=flights,
+        status_executor=ThreadPoolExecutor(1, thread_name_prefix="health"),
         body_timeout_s=BODY_TIMEOUT_S,
         ask_ready=ask_ready or (lambda index: None),
     )

@@ -313,6 +313,7 @@ def assemble(
         about=project.about,
         observer=observer,
         ask_ready=ask_readiness(embedders),
+        precompute=True,
     )
 
 

@@ -65,6 +65,7 @@ def make_app(
     rate_clock: Clock = FROZEN,
     rate_store: BucketStore | None = None,
     observer: Observer | None = None,
+    precompute: bool = False,
 ) -> Starlette:
     """The served app over explicit parts; each one left out takes the default above.
 
@@ -92,4 +93,5 @@ def make_app(
         rate_store=MemoryStore() if rate_store is None else rate_store,
         about=project.about,
         observer=observer,
+        precompute=precompute,
     )
