@@ -558,15 +558,13 @@ class WebState:
     css: str
     css_tag: str  # strong: a digest of the stylesheet's bytes
     warmup: Callable[[], object] | None
-    precompute: bool  # every fixed answer queued at lifespan startup (precompute_fixed)
     fixed: FixedAnswers[Outcome]
     presentation: str  # presentation_fingerprint: an input of every page's entity tag
     questions_body: bytes  # GET /questions: constant for the process, encoded once
     questions_tag: str
     admission: Admission  # free-text answers in flight and queued (POST /ask, GET /ask?q=)
     refusals: RefusalPacing  # when each refusal (admission's sheds, the limiter's 429s) is sent
-    fixed_flights: SingleFlight[Served | Outcome]  # fixed answers computed one per loop turn, one per id at a time
-    status_executor: Executor  # GET /health's status check: a thread no storm shares
+    fixed_flights: SingleFlight[Served | Outcome]  # fixed answers computed one at a time on the loop, once per id
     body_timeout_s: float  # POST /ask: the whole body within this, else 408 (slow_clients.py)
     ask_ready: Callable[[Index], object]  # GET /health/ready: raises EmbedderLoading while it loads
 
@@ -610,25 +608,13 @@ def answer_all(
     return [(q, _outcome_of(fixed.serve(index, q))) for q in questions.questions]
 
 
-def precompute_fixed(web: WebState) -> None:
-    """Queue every fixed answer not kept yet on the served index, in question-set order, and
-    return at once: they are computed one per turn of the loop (``single_flight.py``), so the
-    server answers ``/health`` meanwhile, and a request for an id moves it to the head of the
-    queue and joins it (or is served the kept answer) rather than computing it again."""
-    index = web.registry.acquire()
-    if index is None:
-        return
-    for q in web.questions.questions:
-        if web.fixed.lookup(index, q.id) is None:
-            web.fixed_flights.start(q.id, index, functools.partial(web.fixed.serve, index, q))
-
-
 async def serve_fixed(web: WebState, index: Index | None, q: Question) -> Served | Outcome:
     """A fixed question's answer on ``index``: a kept one inline (a lookup, far under a
-    millisecond), else computed by the one worker that computes fixed answers, one per turn of
-    the loop and one per id at a time (``single_flight.py``), so a cold stampede over distinct
-    ids leaves the loop to ``/health`` and everything else between any two answers. A request that joined another's
-    computation is served the kept answer with what it spent itself (``reused``)."""
+    millisecond), else computed by the one worker that computes fixed answers on the loop, one
+    at a time and once per id (``single_flight.py``): between any two answers the loop serves
+    ``/health`` and everything else, so a cold stampede over distinct ids cannot hold it. A
+    request that joined another's computation is served the kept answer with what it spent
+    itself (``reused``)."""
     if web.fixed.lookup(index, q.id) is not None:
         return web.fixed.serve(index, q)
     served, started = await web.fixed_flights.run(q.id, index, functools.partial(web.fixed.serve, index, q))
@@ -665,8 +651,10 @@ async def get_ready(request: Request) -> Response:
 async def get_health(request: Request) -> Response:
     web = _web(request)
     index = web.registry.acquire()
-    # On a thread of its own: a storm that fills the shared pool (answers, pages) never delays it.
-    on_disk = await asyncio.get_running_loop().run_in_executor(web.status_executor, web.status)
+    # Inline: the status is cached on the inputs' sizes and mtimes (a few stat calls, ~0.2 ms),
+    # so /health takes no thread: a storm that fills the shared pool cannot delay it, and no
+    # hand-over between threads waits for the scheduler on a busy machine.
+    on_disk = web.status()
     h = health(index.version if index else None, web.registry.load_error, on_disk)
     return _json(h.body, h.http_status, extra=_NO_STORE)
 
@@ -973,11 +961,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    web: WebState = app.state.web
-    if web.warmup is not None:
-        await run_in_threadpool(web.warmup)
-    if web.precompute:
-        precompute_fixed(web)  # queued, not awaited: the first /health does not wait for it
+    warmup = app.state.web.warmup
+    if warmup is not None:
+        await run_in_threadpool(warmup)
     observer: Observer | None = app.state.observer
     if observer is not None:
         observer.started()
@@ -1035,7 +1021,6 @@ def create_app(
     warmup: Callable[[], object] | None = None,
     observer: Observer | None = None,
     ask_ready: Callable[[Index], object] | None = None,
-    precompute: bool = False,
 ) -> Starlette:
     """The served contract over explicit dependencies.
 
@@ -1050,9 +1035,6 @@ def create_app(
     request after its response, the limiter's refusals included: it wraps the limiter.
     ``ask_ready`` (optional; default: always ready) is what ``/health/ready`` asks of the
     served index: it raises ``EmbedderLoading`` while free text cannot be embedded yet.
-    ``precompute`` (``serve`` sets it): every fixed answer is queued at lifespan startup, one
-    computed per turn of the loop, not awaited, so a cold stampede over distinct ids finds them
-    computed or queued.
     """
     rl, a = thresholds.rate_limit, thresholds.admission
     qbody = questions_body(questions)
@@ -1093,7 +1075,6 @@ def create_app(
         css=css,
         css_tag=entity_tag([css], weak=False),
         warmup=warmup,
-        precompute=precompute,
         fixed=fixed,
         presentation=presentation_fingerprint(TEMPLATES, thresholds.ask.max_question_chars, about, example),
         questions_body=qbody,
@@ -1101,7 +1082,6 @@ def create_app(
         admission=Admission(AdmissionLimits(a.max_in_flight, a.max_queued, a.max_queue_wait_ms, a.retry_after_s)),
         refusals=refusals,
         fixed_flights=flights,
-        status_executor=ThreadPoolExecutor(1, thread_name_prefix="health"),
         body_timeout_s=BODY_TIMEOUT_S,
         ask_ready=ask_ready or (lambda index: None),
     )

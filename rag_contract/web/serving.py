@@ -313,7 +313,6 @@ def assemble(
         about=project.about,
         observer=observer,
         ask_ready=ask_readiness(embedders),
-        precompute=True,
     )
 
 

@@ -65,7 +65,6 @@ def make_app(
     rate_clock: Clock = FROZEN,
     rate_store: BucketStore | None = None,
     observer: Observer | None = None,
-    precompute: bool = False,
 ) -> Starlette:
     """The served app over explicit parts; each one left out takes the default above.
 
@@ -93,5 +92,4 @@ def make_app(
         rate_store=MemoryStore() if rate_store is None else rate_store,
         about=project.about,
         observer=observer,
-        precompute=precompute,
     )

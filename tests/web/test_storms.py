@@ -1,7 +1,7 @@
 """Storms that must not starve the service: the limiter's 429s are sent in their turns (a retry
-storm of refused clients, on any route, the liveness route too), ``/health``'s status check
-has a thread no storm shares, and fixed answers for distinct ids are computed off the event
-loop, one computation per id."""
+storm of refused clients, on any route, the liveness route too), ``/health`` takes no thread
+from the shared pool, and fixed answers for distinct ids are computed one at a time with the
+loop's turns between them, one computation per id."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ class _Blocked:
 
 def test_health_is_answered_while_the_shared_thread_pool_is_full(project, index, embedder):
     """Every thread of the shared pool held (here: one thread, held by a free-text answer):
-    ``/health`` still answers, its status check has a thread of its own."""
+    ``/health`` still answers, it takes no thread from that pool."""
     blocked = _Blocked(project)
     app = make_app(project, Registry(index), embedder=embedder, fixture_drafter=blocked, ask_drafter=blocked)
 
@@ -155,28 +155,10 @@ def test_a_cold_stampede_over_distinct_ids_leaves_the_loop_to_health(project, in
         assert first.headers["etag"] == second.headers["etag"]
 
 
-def test_precomputed_at_start_without_delaying_the_first_health(project, index, embedder, live_server):
-    """``precompute``: every fixed answer queued at startup; the first ``/health`` does not wait
-    for them, and they are all kept soon after without a request asking."""
-    slow = _Slow(project)
-    app = make_app(project, Registry(index), embedder=embedder, fixture_drafter=slow, precompute=True)
-    server = live_server(app)
-    began = time.perf_counter()
-    assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
-    assert time.perf_counter() - began < 0.5 and slow.calls < len(project.questions.questions)
-    deadline = time.monotonic() + 60
-    total = len(project.questions.questions)
-    while slow.calls < total and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert slow.calls == total
-    web = app.state.web
-    assert all(web.fixed.lookup(index, q.id) is not None for q in project.questions.questions if q.answerable)
-
-
 # --- the single flight, alone ---------------------------------------------------------------
 
 
-def test_one_flight_per_key_and_owner_a_waiter_goes_first_and_none_reused_once_done():
+def test_one_flight_per_key_and_owner_and_none_reused_once_done():
     order: list[str] = []
 
     def compute(tag: str):
@@ -202,11 +184,11 @@ def test_one_flight_per_key_and_owner_a_waiter_goes_first_and_none_reused_once_d
     out = asyncio.run(scenario())
     assert out[0] == ("first", True) and out[1] == ("first", False) and out[2] == ("other owner", True)
     assert out[3] == ("after", True)
-    # the worker took the first piece at once; then the waiters, the last come first; nothing twice
-    assert order == ["queued", "other owner", "first", "after"]
+    # in order of arrival; nothing computed twice
+    assert order == ["queued", "first", "other owner", "after"]
 
 
-def test_a_waiter_moves_a_queued_piece_ahead_and_pieces_take_turns_with_the_loop():
+def test_pieces_run_in_order_and_leave_the_loop_its_turns_between_them():
     async def scenario() -> tuple[list[str], int]:
         flights: SingleFlight[str] = SingleFlight()
         owner, order, ticks = object(), [], 0
@@ -229,7 +211,7 @@ def test_a_waiter_moves_a_queued_piece_ahead_and_pieces_take_turns_with_the_loop
         return order, ticks
 
     order, ticks = asyncio.run(scenario())
-    assert order == ["q3", "q0", "q1", "q2", "q4"]
+    assert order == ["q0", "q1", "q2", "q3", "q4"]
     assert ticks >= 4  # the loop ran other work between the pieces
 
 
