@@ -125,6 +125,7 @@ from rag_contract.web.methods import SERVER_WIDE, allowed, recognised
 from rag_contract.web.observe import ObserveMiddleware, mark_shed, note
 from rag_contract.web.ratelimit import Allowance, BucketStore, RateLimitMiddleware
 from rag_contract.web.refusal_pacing import RefusalPacing
+from rag_contract.web.single_flight import SingleFlight
 from rag_contract.web.slash_redirect import relative_slash_redirects
 from rag_contract.web.slow_clients import BODY_TIMEOUT_S
 from rag_contract.web.validators import CACHE_CONTROL, conditional_status, entity_tag
@@ -562,7 +563,8 @@ class WebState:
     questions_body: bytes  # GET /questions: constant for the process, encoded once
     questions_tag: str
     admission: Admission  # free-text answers in flight and queued (POST /ask, GET /ask?q=)
-    refusals: RefusalPacing  # when each of admission's sheds is sent
+    refusals: RefusalPacing  # when each refusal (admission's sheds, the limiter's 429s) is sent
+    fixed_flights: SingleFlight[Served | Outcome]  # fixed answers computed one at a time on the loop, once per id
     body_timeout_s: float  # POST /ask: the whole body within this, else 408 (slow_clients.py)
     ask_ready: Callable[[Index], object]  # GET /health/ready: raises EmbedderLoading while it loads
 
@@ -606,6 +608,21 @@ def answer_all(
     return [(q, _outcome_of(fixed.serve(index, q))) for q in questions.questions]
 
 
+async def serve_fixed(web: WebState, index: Index | None, q: Question) -> Served | Outcome:
+    """A fixed question's answer on ``index``: a kept one inline (a lookup, far under a
+    millisecond), else computed by the one worker that computes fixed answers on the loop, one
+    at a time and once per id (``single_flight.py``): between any two answers the loop serves
+    ``/health`` and everything else, so a cold stampede over distinct ids cannot hold it. A
+    request that joined another's computation is served the kept answer with what it spent
+    itself (``reused``)."""
+    if web.fixed.lookup(index, q.id) is not None:
+        return web.fixed.serve(index, q)
+    served, started = await web.fixed_flights.run(q.id, index, functools.partial(web.fixed.serve, index, q))
+    if not started and isinstance(served, Served):
+        return web.fixed.serve(index, q)
+    return served
+
+
 def _outcome_of(served: Served | Outcome) -> Outcome:
     return served.entity.answer if isinstance(served, Served) else served
 
@@ -634,7 +651,10 @@ async def get_ready(request: Request) -> Response:
 async def get_health(request: Request) -> Response:
     web = _web(request)
     index = web.registry.acquire()
-    on_disk = await run_in_threadpool(web.status)
+    # Inline: the status is cached on the inputs' sizes and mtimes (a few stat calls, ~0.2 ms),
+    # so /health takes no thread: a storm that fills the shared pool cannot delay it, and no
+    # hand-over between threads waits for the scheduler on a busy machine.
+    on_disk = web.status()
     h = health(index.version if index else None, web.registry.load_error, on_disk)
     return _json(h.body, h.http_status, extra=_NO_STORE)
 
@@ -665,10 +685,7 @@ class FixedAnswerEndpoint:
         if q is None:
             await _json(_not_found("question", qid), 404)(scope, receive, send)
             return
-        # Computing a fixed answer is ~1 ms of GIL-bound work (committed vector, recorded
-        # draft), and reusing one far less: run inline. A thread hop buys no parallelism here,
-        # only a second queue whose waits would be billed to the request's deadline.
-        served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
+        served = await serve_fixed(web, web.registry.acquire(), q)  # the only acquire of this request
         if not isinstance(served, Served):
             note(scope, served)
             await _json(served.as_dict(), served.http_status, served.index_version, _retry(web, served))(
@@ -886,8 +903,7 @@ async def get_question_page(request: Request) -> Response:
     q = web.by_id.get(qid)
     if q is None:
         return _not_found_page(web, "question", qid)
-    # Inline, as GET /answer/{id}.
-    served = web.fixed.serve(web.registry.acquire(), q)  # the only acquire of this request
+    served = await serve_fixed(web, web.registry.acquire(), q)  # the only acquire of this request
     if not isinstance(served, Served):
         note(request.scope, served)
         return _outcome_page(web, served, answerable=q.answerable)
@@ -1025,13 +1041,16 @@ def create_app(
     example = ask_example(questions)
     css = (TEMPLATES / "site.css").read_text(encoding="utf-8")
     allowance = Allowance(rl.max_requests_per_minute, rl.max_client_burst, rl.trusted_proxy_hops)
+    # One pace for every refusal the worker sends, the limiter's 429s and admission's 503s:
+    # at most refusals_per_s a second, so clients that ignore Retry-After cannot fill the loop.
+    refusals = RefusalPacing(a.refusals_per_s, max_hold_s=a.retry_after_s)
     app = Starlette(
         routes=list(ROUTES),
         # First in the list = outermost of the user middleware: the observer sees every response,
         # then the limiter decides before any handler.
         middleware=[
             *([Middleware(ObserveMiddleware, observer, ROUTES, rl.trusted_proxy_hops)] if observer else []),
-            Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock),
+            Middleware(RateLimitMiddleware, allowance=allowance, store=rate_store, clock=clock, pace=refusals.pace),
             Middleware(DirectRoute, route=ANSWER_ROUTE),  # what the limiter admits for it: no router
         ],
         exception_handlers={HTTPException: http_error},
@@ -1042,6 +1061,7 @@ def create_app(
     fixed: FixedAnswers[Outcome] = FixedAnswers(
         functools.partial(run_fixed, fixture_service), thresholds.budget.request_deadline_ms, fixture_service.clock
     )
+    flights: SingleFlight[Served | Outcome] = SingleFlight()
     app.state.web = WebState(
         registry=registry,
         fixture_service=fixture_service,
@@ -1060,7 +1080,8 @@ def create_app(
         questions_body=qbody,
         questions_tag=entity_tag([qbody], weak=False),
         admission=Admission(AdmissionLimits(a.max_in_flight, a.max_queued, a.max_queue_wait_ms, a.retry_after_s)),
-        refusals=RefusalPacing(a.refusals_per_s, max_hold_s=a.retry_after_s),
+        refusals=refusals,
+        fixed_flights=flights,
         body_timeout_s=BODY_TIMEOUT_S,
         ask_ready=ask_ready or (lambda index: None),
     )

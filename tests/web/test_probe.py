@@ -43,14 +43,33 @@ STORM = {
 MEMORY = {"identities": 100_000, "buckets": 50_000, "max_buckets": 50_000, "bytes": 16_800_000}
 MEMORY |= {"ceiling_bytes": 50_000_000}
 COLD = {"pages": 64, "slowest_page_s": 0.9, "health_asked": 12, "slowest_health_ms": 40.0}
+IDS = {"ids": 224, "slowest_answer_s": 5.0, "health_asked": 200, "health_ms": {"p50": 20.0, "p99": 90.0, "max": 120.0}}
+RETRY = {
+    "path": "/answer/q11",
+    "storm_replies": 2500,
+    "storm_statuses": {"200": 900, "429": 1600},
+    "storm_s": 7,
+    "honest_ms": {"p50": 20.0, "p99": 140.0, "max": 300.0},
+    "honest_other": 0,
+    "answers_per_s": 90.0,
+    "baseline_answers_per_s": 100.0,
+    "answers_ratio": 0.9,
+    "health_ms": {"p50": 10.0, "p99": 80.0, "max": 90.0},
+    "baseline_health_ms": {"p50": 5.0, "p99": 20.0, "max": 30.0},
+    "health_other": 0,
+}
+LIVE = RETRY | {"path": "/health/live"}
 
 
-def rows(storm=STORM, growth=0, memory=MEMORY, cold=COLD) -> list[dict]:
+def rows(storm=STORM, growth=0, memory=MEMORY, cold=COLD, ids=IDS, retry=RETRY, live=LIVE) -> list[dict]:
     return [
         probe.Case("four parallel 128 MiB bodies", "413", "413", True, {"growth_mib": growth}).as_dict(),
         probe.Case("64 concurrent POST /ask", "none abandoned", "...", True, storm).as_dict(),
         probe.Case("100000 unique identities into the store", "bounded", "...", True, memory).as_dict(),
         probe.Case("cold GET / x 64 at once", "fast", "...", True, cold).as_dict(),
+        probe.Case("cold GET /answer/{id} over 224 distinct ids", "fast", "...", True, ids).as_dict(),
+        probe.Case("64 identities ignoring Retry-After, GET /answer/q11", "fast", "...", True, retry).as_dict(),
+        probe.Case("64 identities ignoring Retry-After, GET /health/live", "fast", "...", True, live).as_dict(),
     ]
 
 
@@ -86,6 +105,22 @@ def test_the_goals_are_read_from_the_rows_and_each_turns_red():
     for slow_cold in ({"slowest_page_s": 2.5}, {"slowest_health_ms": 101.0}, {"slowest_health_ms": None}):
         assert probe.goals(rows(cold=COLD | slow_cold), totals())["cold_list_stampede"]["met"] is False
     assert probe.goals(rows(), totals(question_lines=1))["question_text_in_logs"]["met"] is False
+    for slow_ids in ({"health_ms": {"p50": 20.0, "p99": 101.0, "max": 150.0}}, {"health_ms": None}, {"ids": 0}):
+        assert probe.goals(rows(ids=IDS | slow_ids), totals())["cold_id_stampede"]["met"] is False
+    for key, which in (("storm_429", "retry"), ("storm_liveness", "live")):
+        base = RETRY if which == "retry" else LIVE
+        for worse in (
+            {"honest_ms": {"p50": 20.0, "p99": 151.0, "max": 300.0}},
+            {"health_ms": {"p50": 10.0, "p99": 101.0, "max": 200.0}},
+            {"answers_ratio": 0.79},
+            {"honest_other": 1},
+            {"health_other": 1},
+            {"storm_statuses": {"200": 2500}},  # no storm was refused: nothing was measured
+            {"honest_ms": None},
+        ):
+            goal = probe.goals(rows(**{which: base | worse}), totals())
+            assert goal[key]["met"] is False, (key, worse)
+            assert goal["storm_429" if key == "storm_liveness" else "storm_liveness"]["met"] is True
 
 
 def test_totals_count_every_reply_and_every_server():
@@ -134,11 +169,15 @@ def test_the_committed_report_is_consistent_and_has_no_500_and_no_traceback(root
         "buckets_after_100k_identities",
         "cold_list_stampede",
         "question_text_in_logs",
+        "cold_id_stampede",
+        "storm_429",
+        "storm_liveness",
     }
     assert report["goals"]["status_500"]["met"] and report["goals"]["tracebacks"]["met"]
     assert report["goals"]["question_text_in_logs"]["met"]
     # every case as the threat model says, except what depends on the machine's speed
     timing = {"64 concurrent POST /ask", "cold GET / x 64 at once, /health asked meanwhile"}
+    timing |= {c["name"] for c in report["cases"] if c["name"].startswith(("cold GET /answer/", "64 identities"))}
     assert [c["name"] for c in report["cases"] if not c["passed"] and c["name"] not in timing] == []
 
 
@@ -156,7 +195,10 @@ def test_render_shows_every_goal_and_case():
     assert shed_row + ", p50 30.5 ms, max 61.0 ms | met |" in text
     assert "50000 buckets, 16.8 MB (bound 50000, 50 MB) | met |" in text
     assert "| 0.9 s, 40.0 ms | met |" in text
-    assert text.count("| yes |") == 4
+    assert "over 224 distinct ids at once, right after start: `/health` p99 <= 100 ms | 90.0 ms | met |" in text
+    assert "honest p99 140.0 ms, `/health` p99 80.0 ms, 90 answers/s (0.9 x 100) | met |" in text
+    assert "connections, `GET /health/live`" in text
+    assert text.count("| yes |") == 7
 
 
 # --- a subset of the cases, for real ----------------------------------------------------------
