@@ -169,3 +169,30 @@ def test_the_committed_figures_are_those_of_the_committed_items():
     for name, figures in result["projects"].items():
         assert summarise([i for i in result["items"] if i["project"] == name]) == figures, name
     assert set(next(iter(result["projects"].values()))["methods"]) == set(METHODS)
+
+
+ADR = Path(__file__).parents[2] / "docs" / "adr" / "0011-answers-that-say-the-answer.md"
+
+
+def _two(v):
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+@pytest.mark.skipif(not RESULTS.is_file(), reason="no committed trial results")
+def test_the_adr_table_shows_the_committed_figures():
+    result = json.loads(RESULTS.read_text())
+    text = ADR.read_text()
+    names = {"rfc": "RFC", "starlette": "Starlette", "cross_encoder": "cross-encoder"}
+    for project, figures in result["projects"].items():
+        for method, m in figures["methods"].items():
+            hits = figures["best_k_carries_evidence"].get(method)
+            op, best = m["operating_point"], m["best_at_coverage_floor"]
+            cells = [
+                names[project],
+                names.get(method, method),
+                " / ".join(_two(v) for v in hits) if hits else "same order",
+                _two(m["all_answered"]["accuracy_when_answered"]),
+                " / ".join(_two(op[k]) for k in ("coverage", "accuracy_when_answered", "false_answer_rate")),
+                f"{_two(best['accuracy_when_answered'])} (false {_two(best['false_answer_rate'])})",
+            ]
+            assert "| " + " | ".join(cells) + " |" in text, (project, method)
