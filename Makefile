@@ -44,16 +44,17 @@ mpnet-base: $(TRAIN_STAMP)
 
 # By hand: the cross-encoder answer-sentence trial (docs/adr/0011), one model per calibration fold
 # on both projects, measured out of fold beside the selector. Intermediate files in tmp/ (gitignored);
-# XENC_ARGS: the training settings (layers, tokens, steps).
+# XENC_ARGS: the training settings (layers, tokens, steps, folds); XENC_OUT: the results file.
 XENC := tmp/cross-encoder
 XENC_ARGS ?= --layers 2 --max-tokens 64 --max-steps 200 --lr 1e-4
+XENC_OUT ?= eval/results/cross_encoder_trial.json
 cross-encoder-trial: $(STAMP) $(TRAIN_STAMP)
 	mkdir -p $(XENC)
 	nice -n 10 $(BIN)/python -m tools.cross_encoder_trial examples $(XENC)/examples.json
 	nice -n 5 $(TRAIN)/bin/python -m tools.cross_encoder_training $(XENC)/examples.json $(XENC)/scores.json \
 		--model-out $(XENC)/fold0-int8.onnx $(XENC_ARGS)
 	$(BIN)/python -m tools.cross_encoder_trial measure $(XENC)/examples.json $(XENC)/scores.json \
-		--out eval/results/cross_encoder_trial.json
+		--out $(XENC_OUT)
 
 serve: $(STAMP)
 	$(BIN)/rag-contract serve
