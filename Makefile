@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: adapt adapt-folds mpnet-base serve test lint gate dist name-free measure mutate bench bench-save bench-compare eval index-status load request-cpu startup build-time probe http-lint container clean
+.PHONY: adapt adapt-folds mpnet-base cross-encoder-trial serve test lint gate dist name-free measure mutate bench bench-save bench-compare eval index-status load request-cpu startup build-time probe http-lint container clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or newer is required"'
@@ -41,6 +41,20 @@ adapt-folds: $(TRAIN_STAMP)
 # Measured against the served model and not kept: docs/adr/0006-adapted-retriever.md.
 mpnet-base: $(TRAIN_STAMP)
 	nice -n 10 $(TRAIN)/bin/python -m tools.mpnet_base --root $(PROJECT)
+
+# By hand: the cross-encoder answer-sentence trial (docs/adr/0011), one model per calibration fold
+# on both projects, measured out of fold beside the selector. Intermediate files in tmp/ (gitignored);
+# XENC_ARGS: the training settings (layers, tokens, steps, folds); XENC_OUT: the results file.
+XENC := tmp/cross-encoder
+XENC_ARGS ?= --layers 2 --max-tokens 64 --max-steps 200 --lr 1e-4
+XENC_OUT ?= eval/results/cross_encoder_trial.json
+cross-encoder-trial: $(STAMP) $(TRAIN_STAMP)
+	mkdir -p $(XENC)
+	nice -n 10 $(BIN)/python -m tools.cross_encoder_trial examples $(XENC)/examples.json
+	nice -n 5 $(TRAIN)/bin/python -m tools.cross_encoder_training $(XENC)/examples.json $(XENC)/scores.json \
+		--model-out $(XENC)/fold0-int8.onnx $(XENC_ARGS)
+	$(BIN)/python -m tools.cross_encoder_trial measure $(XENC)/examples.json $(XENC)/scores.json \
+		--out $(XENC_OUT)
 
 serve: $(STAMP)
 	$(BIN)/rag-contract serve
