@@ -4,6 +4,7 @@ metrics are on their own port, not the public one (where the limiter sits)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import urllib.error
@@ -64,8 +65,12 @@ def test_two_workers_count_every_request_once_on_a_port_of_their_own(root, tmp_p
     with running_server(argv, tmp_path, env, tmp_path / "serve.log", 2) as (_, port):
         base = f"http://{HOST}:{port}"
         with ThreadPoolExecutor(4) as pool:  # concurrent: both workers accept connections
-            statuses = list(pool.map(lambda _: get(f"{base}/answer/q11")[0], range(SENT)))
-        assert set(statuses) <= {200, 429} and 200 in statuses
+            replies = list(pool.map(lambda _: get(f"{base}/answer/q11"), range(SENT)))
+        statuses = [status for status, _ in replies]
+        # a 503 is an answer abandoned past its deadline (a loaded machine, a cold first answer),
+        # which the contract allows; it is counted like any other reply
+        assert all(json.loads(body)["error"] == "abandoned" for status, body in replies if status == 503)
+        assert set(statuses) <= {200, 429, 503} and 200 in statuses
         public = get(f"{base}/metrics")  # not on the public port: a 404 (or the limiter's 429)
         assert public[0] in (404, 429) and "rag_contract_requests_total" not in public[1]
         limited = statuses.count(429) + (public[0] == 429)
