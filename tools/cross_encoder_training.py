@@ -40,7 +40,7 @@ from torch import nn
 from rag_contract.adaptation.export import OPSET, quantize_weights
 from rag_contract.adaptation.training import Encoder, Settings, seed_everything, warmup_then_decay
 from tools.cross_encoder_pairs import scored_pairs, training_pairs
-from tools.judge_training import Judge
+from tools.judge_training import Judge, packed
 
 BATCH = 16
 SEED = 0
@@ -52,20 +52,13 @@ def encode(
     encoder: Encoder, pairs: Sequence[tuple[str, str]], max_tokens: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``[CLS] question [SEP] claim [SEP]``, the claim's tokens (and its [SEP]) of type 1."""
-    seqs = []
+    tokens = []
     q_limit = int(max_tokens * QUESTION_SHARE)
     for q, text in pairs:
         a = encoder.tokenizer.encode(q, add_special_tokens=False).ids[:q_limit]
         b = encoder.tokenizer.encode(text, add_special_tokens=False).ids[: max_tokens - 3 - len(a)]
-        seqs.append(([encoder.cls, *a, encoder.sep, *b, encoder.sep], len(a) + 2))
-    width = max(len(s) for s, _ in seqs)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    mask, types = torch.zeros_like(ids), torch.zeros_like(ids)
-    for i, (s, first) in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
-        types[i, first : len(s)] = 1
-    return ids, mask, types
+        tokens.append((a, b))
+    return packed(encoder, tokens)
 
 
 def train(

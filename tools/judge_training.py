@@ -40,11 +40,19 @@ class Judge(nn.Module):
 
 def encode(encoder: Encoder, pairs: Sequence[tuple]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``[CLS] question [SEP] text [SEP]``, the text's tokens (and its [SEP]) of type 1."""
-    seqs = []
-    for q, text, *_ in pairs:
-        a = encoder.tokenizer.encode(q, add_special_tokens=False).ids[:QUESTION_TOKENS]
-        b = encoder.tokenizer.encode(text, add_special_tokens=False).ids[:TEXT_TOKENS]
-        seqs.append(([encoder.cls, *a, encoder.sep, *b, encoder.sep], len(a) + 2))
+
+    def ids(text: str, limit: int) -> list[int]:
+        return encoder.tokenizer.encode(text, add_special_tokens=False).ids[:limit]
+
+    return packed(encoder, [(ids(q, QUESTION_TOKENS), ids(text, TEXT_TOKENS)) for q, text, *_ in pairs])
+
+
+def packed(
+    encoder: Encoder, tokens: Sequence[tuple[Sequence[int], Sequence[int]]]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[CLS] a [SEP] b [SEP]`` for each pair of token-id lists, padded to the longest: ids,
+    attention mask, and token types (b's tokens and its [SEP] of type 1)."""
+    seqs = [([encoder.cls, *a, encoder.sep, *b, encoder.sep], len(a) + 2) for a, b in tokens]
     width = max(len(s) for s, _ in seqs)
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
     mask, types = torch.zeros_like(ids), torch.zeros_like(ids)
