@@ -192,16 +192,9 @@ class LocalEmbedder:
                 out[i] = self.embed_one(text)
         if not pieces:
             return out
-        width = max(map(len, pieces))
-        ids = np.zeros((len(pieces), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for r, piece in enumerate(pieces):
-            ids[r, : len(piece)] = piece
-            mask[r, : len(piece)] = 1
-        (hidden,) = self._session.run(["last_hidden_state"], self._feed(ids, mask))
-        for r, (i, piece) in enumerate(zip(rows, pieces, strict=True)):
+        for i, mean in zip(rows, self._window_means(pieces), strict=True):
             # The same operations as embed_one on a single window: float32 mean, then float64 norm.
-            vec = hidden[r, : len(piece)].mean(axis=0).astype(np.float64)
+            vec = mean.astype(np.float64)
             out[i] = (vec / np.linalg.norm(vec)).astype(np.float32)
         return out
 
