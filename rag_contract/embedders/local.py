@@ -159,10 +159,15 @@ class LocalEmbedder:
     def pooled(self, text: str, embed_ids: Callable[[list[int]], np.ndarray]) -> np.ndarray:
         """``text``'s unit vector from ``embed_ids`` (one window's ids -> its mean-pooled vector):
         the mean of its windows weighted by their length, in float64, L2-normalised, as float32."""
+        windows = self._pieces(text)
+        return self._pool(windows, [embed_ids(piece) for piece in windows])
+
+    def _pool(self, windows: Sequence[list[int]], means: Sequence[np.ndarray]) -> np.ndarray:
+        """``pooled``'s arithmetic over windows whose means are already computed, in window order."""
         total = np.zeros(self.dimensions, dtype=np.float64)
         weight = 0
-        for piece in self._pieces(text):
-            total += embed_ids(piece).astype(np.float64) * len(piece)
+        for piece, mean in zip(windows, means, strict=True):
+            total += mean.astype(np.float64) * len(piece)
             weight += len(piece)
         vec = total / weight
         return (vec / np.linalg.norm(vec)).astype(np.float32)
@@ -192,10 +197,8 @@ class LocalEmbedder:
                 out[i] = self.embed_one(text)
         if not pieces:
             return out
-        for i, mean in zip(rows, self._window_means(pieces), strict=True):
-            # The same operations as embed_one on a single window: float32 mean, then float64 norm.
-            vec = mean.astype(np.float64)
-            out[i] = (vec / np.linalg.norm(vec)).astype(np.float32)
+        for i, piece, mean in zip(rows, pieces, self._window_means(pieces), strict=True):
+            out[i] = self._pool([piece], [mean])
         return out
 
     def _window_means(self, windows: Sequence[list[int]]) -> list[np.ndarray]:
@@ -233,11 +236,7 @@ class LocalEmbedder:
                 progress(finished)
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for i, ws in enumerate(windows):
-            total = np.zeros(self.dimensions, dtype=np.float64)
-            for j, piece in enumerate(ws):
-                total += means[i, j].astype(np.float64) * len(piece)
-            vec = total / sum(map(len, ws))
-            out[i] = (vec / np.linalg.norm(vec)).astype(np.float32)
+            out[i] = self._pool(ws, [means[i, j] for j in range(len(ws))])
         return out
 
 
