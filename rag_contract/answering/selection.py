@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rag_contract.answering.asked import ENFORCED, Asked, missing_types, unmentioned_focus
+from rag_contract.answering.asked import Asked, missing_types, unmentioned_focus
 from rag_contract.answering.evidence import Candidate, PassageText, Query, score_evidence
 from rag_contract.config.thresholds import SELECTOR_FEATURES
 from rag_contract.text.words import content_words
@@ -80,7 +80,8 @@ def _focus_and_instance(asked: Asked | None, sentence: str, said: frozenset[str]
     unsaid = unmentioned_focus(asked, said)
     focus = 1.0 - len(unsaid) / len(asked.focus)
     if len(unsaid) == len(asked.focus):
-        return focus, 0.0 if any(t in ENFORCED for t in asked.types) else 1.0
+        # no focus word, so no claim tied to the focus: what missing_types finds with none given
+        return focus, 0.0 if missing_types(asked, ()) else 1.0
     return focus, 0.0 if missing_types(asked, [(sentence, said)]) else 1.0
 
 
