@@ -614,12 +614,22 @@ async def serve_fixed(web: WebState, index: Index | None, q: Question) -> Served
     at a time and once per id (``single_flight.py``): between any two answers the loop serves
     ``/health`` and everything else, so a cold stampede over distinct ids cannot hold it. A
     request that joined another's computation is served the kept answer with what it spent
-    itself (``reused``)."""
+    itself (``reused``). Handed another's abandonment instead, it was never given a deadline
+    of its own (a deadline times a computation from its start, the queue's wait is not spent
+    from it, for the request that started the computation as for one that joined it): it
+    computes once more under its own, queued alone (``run_alone``), and is served what that
+    gives, abandoned or not, never a third try. The kept answer, if another's retry has kept
+    one meanwhile, is served at once (``FixedAnswers.serve`` looks it up first)."""
     if web.fixed.lookup(index, q.id) is not None:
         return web.fixed.serve(index, q)
-    served, started = await web.fixed_flights.run(q.id, index, functools.partial(web.fixed.serve, index, q))
-    if not started and isinstance(served, Served):
+    compute = functools.partial(web.fixed.serve, index, q)
+    served, started = await web.fixed_flights.run(q.id, index, compute)
+    if started:
+        return served
+    if isinstance(served, Served):
         return web.fixed.serve(index, q)
+    if isinstance(served, Abandoned):
+        return await web.fixed_flights.run_alone(compute)
     return served
 
 

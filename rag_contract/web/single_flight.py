@@ -27,10 +27,14 @@ Contract (``SingleFlight()``; every method is called on the one event loop that 
 - A finished computation is never handed out again: the next call starts a new one (what to
   reuse is the caller's memo). One for another owner is never joined: after a cutover the
   first request for an id computes on the new index.
-- A caller that goes away cancels only its own wait, never the computation. At most one
-  pending computation per key: the table is bounded by the keys (the fixed question ids). An
-  exception raised by ``compute`` is its future's (a caller that went away leaves it unseen,
-  and nothing is logged).
+- ``run_alone(compute)``: ``compute`` queued behind the others like any computation, but
+  never joined and never joining: its one caller's own. A caller of ``run_alone`` that goes
+  away before its turn drops the computation (nobody else awaits it); once it has run, going
+  away drops only the result.
+- A caller of ``run`` that goes away cancels only its own wait, never the computation. At
+  most one pending computation per key: the table is bounded by the keys (the fixed question
+  ids). An exception raised by ``compute`` is its future's (a caller that went away leaves it
+  unseen, and nothing is logged).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 MIN_PAUSE_S = 0.001  # after a piece that took less: still a pause long enough to read a request
+_ALONE = object()  # the key of every run_alone computation: in no pending entry, so never joined
 
 
 class SingleFlight(Generic[T]):
@@ -54,12 +59,8 @@ class SingleFlight(Generic[T]):
         pending = self._pending.get(key)
         if pending is not None and pending[0] is owner and not pending[1].done():
             return pending[1], False
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(_retrieved)
+        future = self._queued(key, compute)
         self._pending[key] = (owner, future)
-        self._queue.append((key, compute, future))
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.get_running_loop().create_task(self._work())
         return future, True
 
     async def run(self, key: Hashable, owner: object, compute: Callable[[], T]) -> tuple[T, bool]:
@@ -67,10 +68,24 @@ class SingleFlight(Generic[T]):
         # Shielded: a waiter that is cancelled leaves the computation to the others.
         return await asyncio.shield(future), started
 
+    async def run_alone(self, compute: Callable[[], T]) -> T:
+        # Not shielded: nobody else waits for it, so a caller that goes away takes it along.
+        return await self._queued(_ALONE, compute)
+
+    def _queued(self, key: Hashable, compute: Callable[[], T]) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieved)
+        self._queue.append((key, compute, future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._work())
+        return future
+
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while self._queue:
             key, compute, future = self._queue.popleft()
+            if future.done():  # its one caller went away before its turn (run_alone)
+                continue
             began = loop.time()
             try:
                 future.set_result(compute())

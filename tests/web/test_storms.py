@@ -16,7 +16,10 @@ import httpx
 import pytest
 
 from rag_contract.answering.drafting import ExtractiveDrafter
+from rag_contract.answering.service import Abandoned
 from rag_contract.index.registry import Registry
+from rag_contract.web.app import serve_fixed
+from rag_contract.web.fixed_answers import Served
 from rag_contract.web.single_flight import SingleFlight
 from tests.support.apps import make_app
 
@@ -153,6 +156,90 @@ def test_a_cold_stampede_over_distinct_ids_leaves_the_loop_to_health(project, in
     assert slow.calls == len(ids)  # one computation per id, the second asker joined it
     for first, second in zip(replies[: len(ids)], replies[len(ids) :], strict=True):
         assert first.headers["etag"] == second.headers["etag"]
+
+
+# --- a joiner handed another's abandonment -------------------------------------------------
+
+
+class _Clock:
+    """A service clock that moves only when a draft spends time on it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _SpendsFirst(_Blocked):
+    """The extractive drafter; each of its first ``slow`` drafts spends a second of ``clock`` (a
+    cold first answer on a loaded machine: far past the 150 ms deadline), the others nothing."""
+
+    def __init__(self, project, clock: _Clock, slow: int) -> None:
+        super().__init__(project)
+        self.clock, self.slow = clock, slow
+
+    def draft(self, question_id, question, passages, query=None):
+        self.calls += 1
+        if self.calls <= self.slow:
+            self.clock.now += 1.0
+        return self.inner.draft(question_id, question, passages, query)
+
+
+def _stampede(project, index, embedder, slow: int, joiners: int) -> tuple[list, _SpendsFirst]:
+    """``1 + joiners`` requests for one fixed id at once on a fresh app, through ``serve_fixed``:
+    the first starts the computation, the others join it before it runs."""
+    clock = _Clock()
+    drafter = _SpendsFirst(project, clock, slow)
+    app = make_app(
+        project,
+        Registry(index),
+        embedder=embedder,
+        fixture_drafter=drafter,
+        service_clock=clock,
+        thresholds=project.thresholds,
+    )
+    web = app.state.web
+    q = next(q for q in project.questions.questions if q.answerable)
+
+    async def scenario() -> list:
+        index_ = web.registry.acquire()
+        return list(await asyncio.gather(*(serve_fixed(web, index_, q) for _ in range(1 + joiners))))
+
+    return asyncio.run(scenario()), drafter
+
+
+def test_a_joiner_handed_another_s_abandonment_computes_its_own_answer(project, index, embedder):
+    served, drafter = _stampede(project, index, embedder, slow=1, joiners=3)
+    assert isinstance(served[0], Abandoned)  # the shared computation spent its own deadline
+    # each joiner was given the answer of a computation under a deadline of its own, not the 503
+    assert all(isinstance(s, Served) and s.entity.answer.http_status == 200 for s in served[1:]), served
+    # one retry computed it; the other joiners were served what that retry kept
+    assert drafter.calls == 2
+
+
+def test_a_joiner_computes_once_more_and_never_loops(project, index, embedder):
+    served, drafter = _stampede(project, index, embedder, slow=10, joiners=2)
+    # every computation spends its deadline: each joiner tried once under its own and got its own 503
+    assert all(isinstance(s, Abandoned) for s in served)
+    assert drafter.calls == 3  # the shared computation, then one per joiner: never a third try
+    assert len({id(s) for s in served}) == 3  # each its own abandonment, not the shared one
+
+
+def test_a_waiter_alone_that_goes_away_before_its_turn_drops_its_computation():
+    async def scenario() -> list[str]:
+        flights: SingleFlight[str] = SingleFlight()
+        ran: list[str] = []
+        owner = object()
+        first = asyncio.create_task(flights.run("q1", owner, lambda: ran.append("first") or "first"))
+        alone = asyncio.create_task(flights.run_alone(lambda: ran.append("alone") or "alone"))
+        await asyncio.sleep(0)
+        alone.cancel()  # before the worker's turn came to it
+        await first
+        assert (await flights.run_alone(lambda: ran.append("again") or "again")) == "again"
+        return ran
+
+    assert asyncio.run(scenario()) == ["first", "again"]
 
 
 # --- the single flight, alone ---------------------------------------------------------------
