@@ -59,6 +59,21 @@ def test_the_session_runs_the_bytes_that_were_hashed(tmp_path):
     assert embedder._model_source() == b"hashed" and identity == embedder.identity
 
 
+def test_the_bytes_are_dropped_once_the_session_runs_them_and_the_identity_is_theirs(root, tmp_path):
+    # a copy of the committed model, swapped after the session is made: the identity stays that of
+    # the bytes the session runs, though it is first asked for after the swap and the bytes are gone
+    path = tmp_path / "model.onnx"
+    path.write_bytes(adapted_model_file(root / "models").read_bytes())
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    embedder = AdaptedEmbedder(model_file=path)
+    session = embedder._session
+    path.write_bytes(b"swapped after")
+    assert "_model_bytes" not in vars(embedder)  # 24 MB held for nothing once the session is made
+    assert getattr(session, "_model_bytes", None) is None  # nor by onnxruntime's wrapper
+    assert f";model_sha256={digest};" in embedder.identity
+    assert embedder.embed(["What is a URI?"]).shape == (1, 384)
+
+
 def test_an_index_built_with_another_model_is_stale_and_says_embedder(tmp_path, root, index):
     checkout = copy_project(root, tmp_path)
     _model(checkout / "models", b"another adapted model")
