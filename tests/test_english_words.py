@@ -3,6 +3,8 @@ and reads as wordfreq does at every bar of one decimal above its floor."""
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 from wordfreq import zipf_frequency
 
@@ -36,3 +38,15 @@ def test_a_compound_reads_as_wordfreq_reads_the_phrase(compound):
 
 def test_a_compound_with_a_rare_part_reads_zero():
     assert zipf("stale-while-revalidate") == 0.0 and zipf("zstd-compressed") == 0.0
+
+
+def test_every_listed_word_and_every_near_miss_reads_its_band_as_a_dict_would():
+    # the list is held sorted in one string, searched by bisection: each listed word reads the
+    # band the file gives it, and a word one letter off reads what a dict lookup would (0.0 unless listed)
+    listed: dict[str, float] = {}
+    for line in gzip.decompress(OUT.read_bytes()).decode("utf-8").splitlines():
+        band, _, words = line.partition("\t")
+        listed.update(dict.fromkeys(words.split(), float(band)))
+    assert all(zipf(w) == z for w, z in listed.items() if "-" not in w)
+    near = [w + "s" for w in listed] + [w[:-1] for w in listed] + ["", "~", "zzzzzzzz", "é", "aardvarkz"]
+    assert all(zipf(w) == listed.get(w, 0.0) for w in near if "-" not in w)

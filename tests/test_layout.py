@@ -31,6 +31,8 @@ LAZY_ALLOWED = {
     # `rag-contract adapt` alone trains: torch and onnx (the train extra) stay off every other command
     "rag_contract.adaptation.adapt",
     "rag_contract.adaptation.training",
+    # a build computes BM25 statistics with bm25s; a served process restores them (retrieval/lexical.py)
+    "bm25s",
 }
 
 
@@ -162,6 +164,10 @@ KEPT_OFF_THE_SERVE_PATH = (
     "torch",
     "onnx",
     "rag_contract.adaptation.training",
+    "bm25s",  # the build's (retrieval/lexical.py)
+    "lxml",  # each corpus format's library, imported when a file of that format is read
+    "markdown_it",
+    "docutils",
 )
 
 

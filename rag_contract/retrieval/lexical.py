@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
-import bm25s
 import numpy as np
 
 from rag_contract.text.words import FUNCTION_WORDS
@@ -58,50 +58,63 @@ class Bm25State:
     num_docs: int
 
 
-def _bm25() -> bm25s.BM25:
-    return bm25s.BM25(k1=1.5, b=0.75, method="lucene")
-
-
 class Lexical:
-    """BM25 over a fixed list of texts; ``scores(query)`` is one float per text."""
+    """BM25 over a fixed list of texts; ``scores(query)`` is one float per text.
+
+    ``Lexical(texts)`` computes the statistics with bm25s (the build); ``restored(state)``
+    holds them as arrays and scores with bm25s's own arithmetic, written out here
+    (``scores``), so a served process never imports bm25s (~11 MB and ~0.1 s of a start,
+    tqdm with it)."""
 
     def __init__(self, texts: Sequence[str]):
-        self._bm25 = _bm25()
-        self._bm25.index([tokenize(t) or [""] for t in texts], show_progress=False)
-        self._n = len(texts)
+        # Imported here: only a build computes statistics; serving restores them (class docstring).
+        import bm25s  # noqa: PLC0415
+
+        bm25 = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+        bm25.index([tokenize(t) or [""] for t in texts], show_progress=False)
+        # bm25s numbers tokens in set order, which changes from process to process: renumbered
+        # in sorted order, so the same texts give the same arrays (``state``).
+        self._state = _sorted_state(bm25.vocab_dict, bm25.scores)
 
     @classmethod
     def restored(cls, state: Bm25State) -> Lexical:
         """The ``Lexical`` whose ``state()`` is ``state``: scores equal, bit for bit, those of
-        the ``Lexical`` that gave it (what ``bm25s.BM25.load`` sets, from memory)."""
-        bm25 = _bm25()
-        bm25.vocab_dict = dict(state.vocab)
-        bm25.unique_token_ids_set = set(bm25.vocab_dict.values())
-        bm25.scores = {"data": state.data, "indices": state.indices, "indptr": state.indptr, "num_docs": state.num_docs}
-        bm25.nonoccurrence_array = None  # lucene scores nothing for a token a text lacks
+        the ``Lexical`` that gave it."""
         lexical = cls.__new__(cls)
-        lexical._bm25, lexical._n = bm25, state.num_docs
+        lexical._state = state
         return lexical
 
     def state(self) -> Bm25State:
-        """The statistics with tokens numbered in sorted order (bm25s numbers them in set order,
-        which changes from process to process), so the same texts give the same arrays."""
-        s = self._bm25.scores
-        vocab, indptr = self._bm25.vocab_dict, s["indptr"]
-        columns = len(indptr) - 1
-        tokens = sorted(t for t, i in vocab.items() if i < columns)
-        old = np.array([vocab[t] for t in tokens], dtype=np.int64)
-        starts, ends = indptr[old], indptr[old + 1]
-        take = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)] + [np.zeros(0, np.int64)])
-        new_indptr = np.zeros(len(tokens) + 1, dtype=indptr.dtype)
-        new_indptr[1:] = np.cumsum(ends - starts)
-        renumbered = {t: i for i, t in enumerate(tokens)}
-        # bm25s's empty token has no column; it keeps the last number, as bm25s gives it
-        renumbered.update((t, len(renumbered)) for t, i in vocab.items() if i >= columns)
-        return Bm25State(MappingProxyType(renumbered), s["data"][take], s["indices"][take], new_indptr, s["num_docs"])
+        """The statistics with tokens numbered in sorted order."""
+        return self._state
 
     def scores(self, query: str) -> np.ndarray:
-        toks = tokenize(query)
-        if not toks:
-            return np.zeros(self._n, dtype=np.float32)
-        return np.asarray(self._bm25.get_scores(toks), dtype=np.float32)
+        """One float32 per text: bm25s's ``get_scores`` for the lucene method, step for step
+        (each query token's stored scores added into zeros with ``np.add.at``, in query
+        order; a token the texts lack adds nothing), so the sums are bit for bit its own."""
+        s = self._state
+        scores = np.zeros(s.num_docs, dtype=np.float32)
+        columns = len(s.indptr) - 1
+        for token in tokenize(query):
+            column = s.vocab.get(token)
+            if column is None or column >= columns:  # not in the texts (bm25s's empty token has no column)
+                continue
+            start, end = s.indptr[column], s.indptr[column + 1]
+            np.add.at(scores, s.indices[start:end], s.data[start:end])
+        return scores
+
+
+def _sorted_state(vocab: Mapping[str, int], s: Mapping[str, Any]) -> Bm25State:
+    """bm25s's statistics (``vocab_dict``, ``scores``) with tokens numbered in sorted order."""
+    indptr = s["indptr"]
+    columns = len(indptr) - 1
+    tokens = sorted(t for t, i in vocab.items() if i < columns)
+    old = np.array([vocab[t] for t in tokens], dtype=np.int64)
+    starts, ends = indptr[old], indptr[old + 1]
+    take = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)] + [np.zeros(0, np.int64)])
+    new_indptr = np.zeros(len(tokens) + 1, dtype=indptr.dtype)
+    new_indptr[1:] = np.cumsum(ends - starts)
+    renumbered = {t: i for i, t in enumerate(tokens)}
+    # bm25s's empty token has no column; it keeps the last number, as bm25s gives it
+    renumbered.update((t, len(renumbered)) for t, i in vocab.items() if i >= columns)
+    return Bm25State(MappingProxyType(renumbered), s["data"][take], s["indices"][take], new_indptr, s["num_docs"])
