@@ -16,8 +16,9 @@ key and the rule.
 
 - ``max_false_answer_rate``: the operating point. The fit's ``answer_at`` is then the cut that
   answers the most training questions accurately among those that answer at most this share of
-  the training questions the corpus cannot answer (shown with claims at all, partial included);
-  absent: ``MAX_FALSE_ANSWER_RATE``; ``null``: the cut is chosen by cost alone.
+  the training questions the corpus cannot answer (shown with claims at all, partial included),
+  in each source of them: the committed questions and the development sets, each held to the
+  share on its own; absent: ``MAX_FALSE_ANSWER_RATE``; ``null``: the cut is chosen by cost alone.
 
 A project without the file fits on its committed questions alone, with no floor, at
 ``MAX_FALSE_ANSWER_RATE``.

@@ -323,11 +323,21 @@ def false_answer_rate(rows: Sequence[Row], relevance: RelevanceConfig) -> float:
     return shown / len(refusals) if refusals else 0.0
 
 
+def worst_false_answer_rate(
+    rows: Sequence[Row], relevance: RelevanceConfig, sources: Sequence[frozenset[str]]
+) -> float:
+    """The highest ``false_answer_rate`` over the ``rows`` of each source (question ids); over
+    all of them together when no source is named."""
+    groups = [[r for r in rows if r.id in ids] for ids in sources] or [list(rows)]
+    return max(false_answer_rate(g, relevance) for g in groups)
+
+
 def fit_relevance(
     rows: Sequence[Row],
     false_answer_cost: float = FALSE_ANSWER_COST,
     min_grounded_citing: float | None = None,
     max_false_answer_rate: float | None = None,
+    sources: Sequence[frozenset[str]] = (),
 ) -> RelevanceConfig:
     """One confidence decides the state: a class-balanced logistic regression of "the answer is
     accurate" (a kept claim carries the evidence) over the relevance features, and one threshold,
@@ -335,7 +345,14 @@ def fit_relevance(
     a rule caps it or a claim was withdrawn), below it nothing is shown. The threshold nets the
     most accurate answers less ``WRONG_ANSWER_COST`` per inaccurate one and ``false_answer_cost``
     per unanswerable question answered (``net_answers``), among the cuts that keep
-    ``min_grounded_citing`` where one is configured; ties go to the higher threshold."""
+    ``min_grounded_citing`` where one is configured; ties go to the higher threshold.
+
+    With ``max_false_answer_rate`` the threshold is instead the most answering cut at which no
+    source of questions (``sources``: the committed questions, the opened sealed sets) has more
+    than that share of its unanswerable questions shown with claims. The bound holds per source
+    because the sources' refusals differ in kind: the committed ones were written against the
+    rules, the sealed ones by authors who never saw them, and a bound met on their pool can be
+    twice exceeded on one of them."""
     scored = [r for r in rows if r.features is not None]
     w, b = fit_logistic(_features(scored), np.array([float(r.accurate) for r in scored]))
     weights = {"bias": round(b, DIGITS)} | {
@@ -356,7 +373,9 @@ def fit_relevance(
         # (above the highest logit nothing is shown, so some cut always keeps it)
         ceiling = [*cuts, (cuts[-1] + 1.0) if cuts else 0.0]
         within = [
-            t for t in ceiling if false_answer_rate(scored, RelevanceConfig(weights, t, t)) <= max_false_answer_rate
+            t
+            for t in ceiling
+            if worst_false_answer_rate(scored, RelevanceConfig(weights, t, t), sources) <= max_false_answer_rate
         ]
         answer_at = round(min(within), DIGITS)
         return RelevanceConfig(weights, answer_at, answer_at)
@@ -563,7 +582,11 @@ class Fitting:
             )
             trained = [r for r in rows if r.id in relevance_ids]
             relevance = fit_relevance(
-                trained, self.false_answer_cost, self.min_grounded_citing, self.max_false_answer_rate
+                trained,
+                self.false_answer_cost,
+                self.min_grounded_citing,
+                self.max_false_answer_rate,
+                (frozenset(q.id for q in train), frozenset(q.id for q in development)),
             )
             net = net_answers(trained, relevance, self.false_answer_cost)
             if best is None or net > best[0]:  # ties go to fewer sections

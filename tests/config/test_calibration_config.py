@@ -74,7 +74,7 @@ def test_development_questions_are_read_with_the_loaders_rules_and_their_ids_pre
     assert not set(ids) & {q.id for q in project.questions.questions}
 
 
-@pytest.mark.parametrize("project", [".", "examples/starlette-docs"])
+@pytest.mark.parametrize("project", [".", "examples/starlette-docs", "examples/flask-docs"])
 def test_the_newest_sealed_set_is_never_fitted_on(project):
     """Its report is the sealed figure: fitting on it would make that figure in sample."""
     root = ROOT / project

@@ -127,3 +127,22 @@ def test_grounded_citing_counts_answerable_rows_only():
     rows = [row("q1", True, 0.9, cites=True), row("q2", True, 0.9), row("u1", False, 0.9, expected_state="partial")]
     assert grounded_citing(rows, CONFIG) == 0.5
     assert grounded_citing([], CONFIG) == 0.0
+
+
+def test_the_false_answer_bound_holds_in_every_source_of_questions():
+    # pooled, two of twenty refusals shown is within a tenth; but both are the committed set's,
+    # a fifth of its ten: the operating point must hold for that source too
+    answers = [
+        Row(f"q{i}", True, None, Features(0.5 + i / 100, 0, 0, 0, 0), ANSWERS, True, True, True) for i in range(10)
+    ]
+    committed = [row("c0", False, 0.58, expected_state="partial"), row("c1", False, 0.56, expected_state="partial")]
+    committed += [row(f"c{i}", False, 0.1, expected_state="unsupported") for i in range(2, 10)]
+    sealed = [row(f"d{i}", False, 0.1, expected_state="unsupported") for i in range(10)]
+    rows = [*answers, *committed, *sealed]
+    pooled = fit_relevance(rows, max_false_answer_rate=0.1)
+    assert state_of(committed[1], pooled) == "grounded"  # the pool alone lets it through
+    sources = (frozenset(r.id for r in [*answers, *committed]), frozenset(r.id for r in sealed))
+    held = fit_relevance(rows, max_false_answer_rate=0.1, sources=sources)
+    assert state_of(committed[1], held) == "unsupported" and state_of(committed[0], held) == "grounded"
+    assert held.answer_at > pooled.answer_at
+    assert fit_relevance(rows, max_false_answer_rate=0.1, sources=(frozenset(r.id for r in rows),)) == pooled
