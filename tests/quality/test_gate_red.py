@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,16 @@ from tools.project_copy import copy_project, edit_thresholds
 
 
 def fast_measure(fn):
-    import time
-
-    t0 = time.perf_counter()
+    # The fastest of three warm calls: one cold call (the first inference allocates onnxruntime's
+    # arena) passed the 50 ms bar on a shared CI runner and turned budget/latency red in a copy
+    # whose only regression was elsewhere. Still one call's time: a bar of 0.001 ms stays red.
     fn()
-    return time.perf_counter() - t0
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 @pytest.fixture
