@@ -121,6 +121,8 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "rfc-sealed-13.yaml",
         "rfc-sealed-14.yaml",
         "rfc-sealed-15.yaml",
+        "rfc-sealed-16.yaml",
+        "rfc-sealed-17.yaml",
     ]
     starlette = committed_hashes(root / "examples" / "starlette-docs" / "eval" / "sealed" / "SHA256SUMS")
     assert list(starlette) == [
@@ -138,9 +140,11 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "starlette-sealed-13.yaml",
         "starlette-sealed-14.yaml",
         "starlette-sealed-15.yaml",
+        "starlette-sealed-16.yaml",
+        "starlette-sealed-17.yaml",
     ]
     flask = committed_hashes(root / "examples" / "flask-docs" / "eval" / "sealed" / "SHA256SUMS")
-    assert list(flask) == ["flask-sealed-15.yaml"]
+    assert list(flask) == ["flask-sealed-15.yaml", "flask-sealed-16.yaml", "flask-sealed-17.yaml"]
     assert all(len(v) == 64 for v in [*sums.values(), *starlette.values(), *flask.values()])
 
 
