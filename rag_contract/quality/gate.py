@@ -305,18 +305,28 @@ def _report_matches(name: str, produce: Callable[[GateContext], str], command: s
     return run
 
 
-def _json_diff(a: Any, b: Any, path: str = "") -> list[str]:
+def _json_diff(a: Any, b: Any, path: str = "", tolerance: float = 0.0) -> list[str]:
+    """Where two JSON values differ, by path; with ``tolerance``, numbers (never flags) that differ
+    by no more than it count as equal."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b), key=str):
-            out += _json_diff(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+            out += _json_diff(a.get(k), b.get(k), f"{path}.{k}" if path else str(k), tolerance)
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         out = []
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            out += _json_diff(x, y, f"{path}[{i}]")
+            out += _json_diff(x, y, f"{path}[{i}]", tolerance)
         return out
-    return [] if a == b else [f"{path}: committed {json.dumps(a)[:60]}, now {json.dumps(b)[:60]}"]
+    if tolerance and _number(a) and _number(b) and abs(a - b) <= tolerance:
+        return []
+    # True == 1 in Python, but a flag that became a number is a change in the document
+    same = a == b and isinstance(a, bool) == isinstance(b, bool)
+    return [] if same else [f"{path}: committed {json.dumps(a)[:60]}, now {json.dumps(b)[:60]}"]
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 # --- answers --------------------------------------------------------------------------------

@@ -360,6 +360,20 @@ def test_lists_of_different_lengths_differ_whole_and_long_values_are_cut_to_60()
     assert gate._json_diff({"a": {"b": 1}}, {"a": {"b": 1}}) == []
 
 
+def test_a_tolerance_forgives_numbers_within_it_at_any_depth_and_never_flags_or_text():
+    a = {"n": {"x": [0.5, 2]}, "flag": True, "s": "a"}
+    within = {"n": {"x": [0.5 + 1e-4, 3]}, "flag": True, "s": "a"}
+    assert gate._json_diff(a, within, tolerance=1.0) == []
+    # exactly the tolerance is within; past it, or with no tolerance, it is a difference
+    assert gate._json_diff({"x": 1}, {"x": 1.25}, tolerance=0.25) == []
+    assert gate._json_diff({"x": 1}, {"x": 1.5}, tolerance=0.25) == ["x: committed 1, now 1.5"]
+    assert gate._json_diff([0.5], [0.5001]) == ["[0]: committed 0.5, now 0.5001"]
+    # True == 1 in Python: a flag is never a number within a tolerance of another
+    assert gate._json_diff({"f": True}, {"f": 1}, tolerance=1.0) == ["f: committed true, now 1"]
+    assert gate._json_diff({"f": 0}, {"f": False}, tolerance=1.0) == ["f: committed 0, now false"]
+    assert gate._json_diff({"s": "1"}, {"s": 1}, tolerance=1.0) == ['s: committed "1", now 1']
+
+
 # --- answers ------------------------------------------------------------------------------------
 
 
