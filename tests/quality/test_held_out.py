@@ -148,7 +148,12 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
         "starlette-sealed-18.yaml",
     ]
     flask = committed_hashes(root / "examples" / "flask-docs" / "eval" / "sealed" / "SHA256SUMS")
-    assert list(flask) == ["flask-sealed-15.yaml", "flask-sealed-16.yaml", "flask-sealed-17.yaml", "flask-sealed-18.yaml"]
+    assert list(flask) == [
+        "flask-sealed-15.yaml",
+        "flask-sealed-16.yaml",
+        "flask-sealed-17.yaml",
+        "flask-sealed-18.yaml",
+    ]
     assert all(len(v) == 64 for v in [*sums.values(), *starlette.values(), *flask.values()])
 
 
