@@ -14,7 +14,10 @@ the request already holds (no model runs here):
   tied to its focus as the relevance check ties them (``asked.missing_types``), else 0;
 - ``rank``: 1 / (1 + the passage's rank); ``position``: 1 / (1 + the sentence's place in its
   section): answers tend to sit early in the best sections;
-- ``length``: the sentence's word count over ``LONG_WORDS``, at most 1 (a fragment says little).
+- ``length``: the sentence's word count over ``LONG_WORDS``, at most 1 (a fragment says little);
+- ``<a>_x_<b>``: the product of every two of the above (``SELECTOR_PAIRS``), so that the fitted
+  model can weigh one feature by another: a linear score alone must give a sentence's cosine
+  the same worth whether or not it names what the question asks about.
 
 ``score(c, weights) = bias + sum(weight x feature)`` with ``SELECTOR_FEATURES`` weights from
 ``eval/thresholds.yaml`` (``drafting.selector``), a logistic regression of "this sentence carries
@@ -49,24 +52,22 @@ def candidates(question: str, query: Query, passages: Sequence[PassageText], ask
             e = scored[(rank, pos)]
             said = (kept[pos] if kept is not None else frozenset(content_words(sentence))) | title
             focus, instance = _focus_and_instance(asked, sentence, said)
-            out.append(
-                Candidate(
-                    p.section_id,
-                    pos,
-                    rank,
-                    sentence,
-                    (
-                        e.similarity,
-                        e.coverage,
-                        round(focus, 6),
-                        instance,
-                        round(1.0 / (1 + rank), 6),
-                        round(1.0 / (1 + pos), 6),
-                        round(min(len(sentence.split()) / LONG_WORDS, 1.0), 6),
-                    ),
-                )
+            base = (
+                e.similarity,
+                e.coverage,
+                round(focus, 6),
+                instance,
+                round(1.0 / (1 + rank), 6),
+                round(1.0 / (1 + pos), 6),
+                round(min(len(sentence.split()) / LONG_WORDS, 1.0), 6),
             )
+            out.append(Candidate(p.section_id, pos, rank, sentence, (*base, *_pairs(base))))
     return out
+
+
+def _pairs(f: tuple[float, ...]) -> tuple[float, ...]:
+    """The products of every two features, in ``SELECTOR_PAIRS`` order."""
+    return tuple(round(a * b, 6) for i, a in enumerate(f) for b in f[i + 1 :])
 
 
 def _focus_and_instance(asked: Asked | None, sentence: str, said: frozenset[str]) -> tuple[float, float]:

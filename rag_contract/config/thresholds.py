@@ -50,7 +50,13 @@ FUSION_FEATURES = (
     "rank_fusion",
 )
 # The answer-sentence selector's features (``answering.selection`` computes them in this order).
-SELECTOR_FEATURES = ("bias", "similarity", "coverage", "focus", "instance", "rank", "position", "length")
+SELECTOR_BASE = ("similarity", "coverage", "focus", "instance", "rank", "position", "length")
+# and the product of every two of them, named "<a>_x_<b>": what one feature is worth depends on
+# another (a number tied to the focus means more in a sentence that names the focus)
+SELECTOR_PAIRS = tuple(f"{a}_x_{b}" for i, a in enumerate(SELECTOR_BASE) for b in SELECTOR_BASE[i + 1 :])
+SELECTOR_FEATURES = ("bias", *SELECTOR_BASE, *SELECTOR_PAIRS)
+# selector weights a thresholds file may leave out (then 0): written since the products
+OPTIONAL_SELECTOR = frozenset(SELECTOR_PAIRS)
 RELEVANCE_FEATURES = ("bias", "similarity", "coverage", "unseen", "section", "retrieval", "unmentioned", "selected")
 # weights a thresholds file may leave out (then 0): written since the answer-sentence selector
 OPTIONAL_RELEVANCE = frozenset({"selected"})
@@ -372,8 +378,11 @@ def _check_floors(path: str, raw: Any) -> Mapping[str, float]:
 def _check_selector(path: str, raw: Any) -> Mapping[str, float] | None:
     if raw is None:  # not fitted yet: the drafter scores by similarity and coverage
         return None
-    block = _check_block(path, raw, {f: (_NUMBER, _weight) for f in SELECTOR_FEATURES})
-    return MappingProxyType({k: float(v) for k, v in block.items()})
+    schema = {
+        f: (_NUMBER, _weight, _OPTIONAL) if f in OPTIONAL_SELECTOR else (_NUMBER, _weight) for f in SELECTOR_FEATURES
+    }
+    block = _check_block(path, raw, schema)
+    return MappingProxyType({k: float(v) if v is not None else 0.0 for k, v in block.items()})
 
 
 def _check_ceilings(path: str, raw: Any) -> Mapping[str, int]:

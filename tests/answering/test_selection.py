@@ -10,7 +10,7 @@ from rag_contract.answering.asked import AnswerType, Asked
 from rag_contract.answering.drafting import ExtractiveDrafter
 from rag_contract.answering.evidence import PassageText, Query
 from rag_contract.answering.selection import LONG_WORDS, candidates, confidence, probability, ranked, score
-from rag_contract.config.thresholds import SELECTOR_FEATURES
+from rag_contract.config.thresholds import SELECTOR_BASE, SELECTOR_FEATURES, SELECTOR_PAIRS
 from rag_contract.retrieval.terms import TermWeights
 
 UNIFORM = TermWeights.uniform()
@@ -100,3 +100,20 @@ def test_the_drafter_quotes_what_the_selector_ranks_first():
         None, "How long is a cookie lifetime?", passages, Query(None, UNIFORM)
     )
     assert [c.text for c in unfitted] == ["The cookie lifetime is long. The cookie lifetime is 400 days."]
+
+
+def test_each_pair_feature_is_the_product_of_its_two_features():
+    p = passage("a", "The cookie lifetime is 400 days.", "Nothing.", vectors=[[0.6, 0.8], [1.0, 0.0]])
+    for f in features("How long is a cookie lifetime?", [p], HOW_LONG, vector=np.array([1.0, 0.0])):
+        for a, b in (n.split("_x_") for n in SELECTOR_PAIRS):
+            assert f[f"{a}_x_{b}"] == pytest.approx(f[a] * f[b], abs=1e-6), (a, b)
+    assert len(SELECTOR_PAIRS) == len(SELECTOR_BASE) * (len(SELECTOR_BASE) - 1) // 2
+    assert ("bias", *SELECTOR_BASE, *SELECTOR_PAIRS) == SELECTOR_FEATURES
+
+
+def test_a_pair_weight_moves_the_score_only_where_both_features_are_high():
+    p = passage("a", "The cookie lifetime is 400 days.", "Wait 400 days.", "The cookie lifetime is long.")
+    cs = candidates("How long is a cookie lifetime?", Query(None, UNIFORM, HOW_LONG), [p], HOW_LONG)
+    both = NOTHING | {"focus_x_instance": 3.0}
+    assert [round(s, 6) for _, s in ranked(cs, both)] == [3.0, 0.0, 0.0]
+    assert ranked(cs, both)[0][0].text == "The cookie lifetime is 400 days."

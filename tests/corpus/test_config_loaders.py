@@ -76,11 +76,23 @@ def test_committed_thresholds_load():
         ("relevance.weights.bias", 1e9, r"relevance.weights.bias: must be between -1000.0 and 1000.0"),
         ("drafting.max_completion_tokens", 10**7, r"drafting.max_completion_tokens: must be > 0 and at most 128000"),
         ("extra_block", {}, r"extra_block: unknown key"),
+        ("drafting.selector.focus_x_instance", "high", r"drafting.selector.focus_x_instance: must be a number"),
+        ("drafting.selector.focus_x_focus", 1.0, r"drafting.selector.focus_x_focus: unknown key"),
     ],
 )
 def test_bad_thresholds_are_refused_naming_key_and_rule(path, value, message):
     with pytest.raises(ThresholdsError, match=message):
         parse_thresholds(edited(path, value))
+
+
+def test_a_selector_fitted_before_the_pair_features_loads_with_them_at_zero():
+    raw = copy.deepcopy(RAW)
+    raw["drafting"]["selector"] = {k: v for k, v in raw["drafting"]["selector"].items() if "_x_" not in k}
+    selector = parse_thresholds(raw).drafting.selector
+    assert selector is not None and selector["focus_x_instance"] == 0.0
+    assert selector["similarity"] == RAW["drafting"]["selector"]["similarity"]
+    with pytest.raises(ThresholdsError, match=r"drafting.selector.similarity: required key missing"):
+        parse_thresholds(edited("drafting.selector.similarity", None, delete=True))
 
 
 def test_missing_key_is_refused():
