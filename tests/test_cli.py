@@ -147,15 +147,15 @@ def test_ask_refuses_what_the_corpus_cannot_answer_naming_passages(capsys, root)
 
 
 def test_ask_names_the_answer_type_the_focus_and_why_it_stops_short(capsys, root):
-    question = "How long may a cache keep serving a stale response while it revalidates in the background?"
+    question = "How many times may a client retry an idempotent request?"
     code, out, _ = run(capsys, "--root", str(root), "ask", question)
-    assert code == 0 and "asked for: number, about 'long', 'cache', 'keep'" in out
-    assert not out.startswith("GROUNDED")  # the RFCs give no number for it
-    assert "no kept claim gives a number for 'long cache keep'" in out
+    assert code == 0 and "asked for: number, about 'time', 'client', 'retry'" in out
+    assert out.startswith("PARTIAL")  # the RFCs say when to retry, and give no number for it
+    assert "no kept claim gives a number for 'time client retry'" in out
     code, out, _ = run(capsys, "--root", str(root), "ask", question, "--json")
     relevance = json.loads(out)["relevance"]
     assert relevance["answer_type"] == "number" and relevance["missing"] == ["number"]
-    assert relevance["focus"][:3] == ["long", "cache", "keep"] and relevance["ceiling"] == "stops_short"
+    assert relevance["focus"][:3] == ["time", "client", "retry"] and relevance["ceiling"] == "stops_short"
 
 
 def test_ask_says_why_an_answer_stands(capsys, root):
