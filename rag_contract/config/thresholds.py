@@ -29,7 +29,7 @@ Nothing here reads the environment: raising a bar is a diff to the committed fil
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -244,6 +244,12 @@ def _version(v: str) -> str | None:
 _NUMBER = (int, float)
 _OPTIONAL = object()
 
+
+def _weights_schema(features: Sequence[str], optional: frozenset[str]) -> dict[str, tuple]:
+    """One fitted weight per feature; those in ``optional`` a file may leave out."""
+    return {f: (_NUMBER, _weight, _OPTIONAL) if f in optional else (_NUMBER, _weight) for f in features}
+
+
 _SCHEMA: dict[str, Any] = {
     "measured_on": (str, _version),
     "index": {
@@ -269,10 +275,7 @@ _SCHEMA: dict[str, Any] = {
         "selector": "selector",
     },
     "relevance": {
-        "weights": {
-            f: (_NUMBER, _weight, _OPTIONAL) if f in OPTIONAL_RELEVANCE else (_NUMBER, _weight)
-            for f in RELEVANCE_FEATURES
-        },
+        "weights": _weights_schema(RELEVANCE_FEATURES, OPTIONAL_RELEVANCE),
         "answer_at": (_NUMBER, _weight),
         "refuse_below": (_NUMBER, _weight),
     },
@@ -378,10 +381,7 @@ def _check_floors(path: str, raw: Any) -> Mapping[str, float]:
 def _check_selector(path: str, raw: Any) -> Mapping[str, float] | None:
     if raw is None:  # not fitted yet: the drafter scores by similarity and coverage
         return None
-    schema = {
-        f: (_NUMBER, _weight, _OPTIONAL) if f in OPTIONAL_SELECTOR else (_NUMBER, _weight) for f in SELECTOR_FEATURES
-    }
-    block = _check_block(path, raw, schema)
+    block = _check_block(path, raw, _weights_schema(SELECTOR_FEATURES, OPTIONAL_SELECTOR))
     return MappingProxyType({k: float(v) if v is not None else 0.0 for k, v in block.items()})
 
 
