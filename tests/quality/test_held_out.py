@@ -17,6 +17,7 @@ from rag_contract.cli import main
 from rag_contract.config.questions import Question
 from rag_contract.quality.held_out import committed_hashes, held_out_report, sha256_of
 from tools.project_copy import copy_project
+from tools.readme import PROJECTS
 
 BUDGET = BudgetReport(150.0, 1.0, {})
 
@@ -160,21 +161,22 @@ def test_the_committed_sealed_hash_is_the_protocols(root):
 # From set 18 on, a sealed set is committed with its hash, compressed in eval/sealed/unopened/
 # until it is opened (PROTOCOL-18.md): set 17's files were kept outside the repository and lost.
 KEPT_FROM = 18
-PROJECTS = [".", "examples/starlette-docs", "examples/flask-docs"]
 
 
-def _number(name: str) -> int:
-    return int(name.removesuffix(".yaml").rsplit("-", 1)[1])
+def _number(name: str) -> int | None:
+    """A sealed set's number (``rfc-sealed-18.yaml``: 18), None for an unnumbered one."""
+    tail = name.removesuffix(".yaml").rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else None
 
 
-@pytest.mark.parametrize("project", PROJECTS)
+@pytest.mark.parametrize("project", PROJECTS, ids=str)
 def test_every_set_sealed_since_eighteen_is_kept_opened_or_unopened_and_is_the_hashed_file(root, project):
     """Hashed, never printed: each kept file is the one whose hash was committed, opened
     (``eval/sealed/<set>.yaml``) or not (``unopened/<set>.yaml.gz``, which held-out and the startup
     probe never read), and none is lost."""
     sealed = root / project / "eval" / "sealed"
     sums = committed_hashes(sealed / "SHA256SUMS")
-    kept = [n for n in sums if n.rsplit("-", 1)[-1].removesuffix(".yaml").isdigit() and _number(n) >= KEPT_FROM]
+    kept = [n for n in sums if (_number(n) or 0) >= KEPT_FROM]
     assert kept, "the sets sealed since 18 are listed"
     for name in kept:
         opened, unopened = sealed / name, sealed / "unopened" / f"{name}.gz"
